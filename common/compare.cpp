@@ -1,0 +1,86 @@
+#include "compare.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace fa {
+namespace {
+
+// Walks two arrays; `where(idx)` names an element for messages.
+template <typename Where>
+Comparison compare_arrays(const std::vector<float>& out, const std::vector<double>& ref,
+                          Where where) {
+  Comparison c;
+  double diff2 = 0, ref2 = 0;
+  std::int64_t worst_idx = -1, first_bad = -1;
+  const std::size_t n = std::min(out.size(), ref.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const double o = out[i], r = ref[i];
+    const bool of = std::isfinite(o), rf = std::isfinite(r);
+    if (of != rf || (!of && !(o == r))) {  // NaN == NaN is false: NaN never passes unless
+      if (!(std::isnan(o) && std::isnan(r))) {  // the reference is NaN too (propagation)
+        if (first_bad < 0) first_bad = static_cast<std::int64_t>(i);
+        ++c.mismatches;
+      }
+      continue;
+    }
+    if (!of) continue;  // equal infinities
+    const double e = std::abs(o - r);
+    diff2 += e * e;
+    ref2 += r * r;
+    if (e > c.max_abs_err || worst_idx < 0) {
+      c.max_abs_err = std::max(c.max_abs_err, e);
+      worst_idx = static_cast<std::int64_t>(i);
+    }
+  }
+  if (out.size() != ref.size()) c.mismatches += std::abs(static_cast<long long>(out.size()) -
+                                                         static_cast<long long>(ref.size()));
+  c.rel_err = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  const std::int64_t at = first_bad >= 0 ? first_bad : worst_idx;
+  if (at >= 0) c.worst = where(at);
+  return c;
+}
+
+}  // namespace
+
+Comparison compare_output(const Problem& p, const std::vector<float>& out,
+                          const std::vector<double>& ref) {
+  const Strides s = p.q_strides();
+  return compare_arrays(out, ref, [&](std::int64_t idx) {
+    const std::int64_t b = idx / s.batch, r1 = idx % s.batch;
+    std::int64_t h, i;
+    if (p.layout == Layout::BNHD) { i = r1 / s.row; h = (r1 % s.row) / s.head; }
+    else { h = r1 / s.head; i = (r1 % s.head) / s.row; }
+    std::ostringstream os;
+    os << "(b=" << b << ", h=" << h << ", i=" << i << ", j=" << idx % p.head_dim << ")";
+    return os.str();
+  });
+}
+
+Comparison compare_lse(const Problem& p, const std::vector<float>& out,
+                       const std::vector<double>& ref) {
+  return compare_arrays(out, ref, [&](std::int64_t idx) {
+    std::ostringstream os;
+    os << "(b=" << idx / (std::int64_t{p.heads_q} * p.n_q) << ", h=" << (idx / p.n_q) % p.heads_q
+       << ", i=" << idx % p.n_q << ")";
+    return os.str();
+  });
+}
+
+std::string judge(const Comparison& step, const Comparison& plain, const char* what) {
+  std::ostringstream os;
+  if (step.mismatches > 0) {
+    os << what << ": " << step.mismatches << " non-finite mismatches, first at " << step.worst;
+    return os.str();
+  }
+  const double rel_tol = Tolerance::kRelSlack + Tolerance::kFactor * plain.rel_err;
+  const double abs_tol = Tolerance::kAbsSlack + Tolerance::kFactor * plain.max_abs_err;
+  if (step.rel_err > rel_tol || step.max_abs_err > abs_tol) {
+    os << what << ": rel_err " << step.rel_err << " (tol " << rel_tol << "), max_abs_err "
+       << step.max_abs_err << " (tol " << abs_tol << ") at " << step.worst;
+    return os.str();
+  }
+  return {};
+}
+
+}  // namespace fa

@@ -1,0 +1,44 @@
+// device_buffer.h — RAII ownership of device memory.
+#pragma once
+
+#include <cstddef>
+#include <utility>
+
+#include "cuda_check.h"
+
+namespace fa {
+
+/// \brief Owns `bytes` of device memory from cudaMalloc; freed on destruction. Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    if (bytes_ > 0) CUDA_CHECK(cudaMalloc(&ptr_, bytes_));
+  }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      if (ptr_) cudaFree(ptr_);
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace fa

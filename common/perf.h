@@ -1,0 +1,86 @@
+// perf.h — FLOP and byte counts (PERF.md's convention) and a CUDA-event timer.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "cuda_check.h"
+#include "problem.h"
+
+namespace fa {
+
+/// \brief Forward FLOPs by the FlashAttention convention: 4·B·H_q·N_q·N_kv·d, halved when
+/// causal (two matmuls of 2·N_q·N_kv·d each; softmax not counted).
+inline double attention_flops(const Problem& p) {
+  const double f = 4.0 * p.batch * p.heads_q * double(p.n_q) * double(p.n_kv) * p.head_dim;
+  return p.causal ? f / 2 : f;
+}
+
+/// \brief The fewest bytes any forward pass must move through device memory: read Q, K, V
+/// once, write O and L once.
+inline double min_io_bytes(const Problem& p) {
+  const double e = double(dtype_size(p.dtype));
+  return e * (2.0 * p.q_elems() + 2.0 * p.kv_elems()) + 4.0 * p.lse_elems();
+}
+
+/// \brief Bytes of one N×N matrix (all batches and query heads) in fp32.
+inline double nxn_matrix_bytes(const Problem& p) {
+  return 4.0 * p.batch * p.heads_q * double(p.n_q) * double(p.n_kv);
+}
+
+/// \brief Times GPU work with CUDA events on one stream.
+class EventTimer {
+ public:
+  EventTimer() {
+    CUDA_CHECK(cudaEventCreate(&start_));
+    CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~EventTimer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+
+  void start(cudaStream_t s = nullptr) { CUDA_CHECK(cudaEventRecord(start_, s)); }
+  /// \brief Records the stop event, waits for it, and returns the elapsed milliseconds.
+  float stop_ms(cudaStream_t s = nullptr) {
+    CUDA_CHECK(cudaEventRecord(stop_, s));
+    CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_{}, stop_{};
+};
+
+/// \brief Median of a list of times.
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// \brief Runs `fn` `warmup` times, then times `reps` single runs with events; returns the
+/// median in milliseconds.
+template <typename Fn>
+double time_median_ms(Fn&& fn, int warmup, int reps, cudaStream_t s = nullptr) {
+  for (int i = 0; i < warmup; ++i) fn();
+  EventTimer t;
+  std::vector<double> ms;
+  ms.reserve(reps);
+  for (int i = 0; i < reps; ++i) {
+    t.start(s);
+    fn();
+    ms.push_back(t.stop_ms(s));
+  }
+  return median(ms);
+}
+
+}  // namespace fa

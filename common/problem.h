@@ -1,0 +1,91 @@
+// problem.h — the one description of an attention problem that every step, test,
+// benchmark, the tour and the C API share.
+//
+//   O[b, h, i, :] = sum_j softmax_j( scale · Q[b, h, i, :] · K[b, g, j, :] ) · V[b, g, j, :]
+//   L[b, h, i]    = log sum_j exp( scale · Q[b, h, i, :] · K[b, g, j, :] )   (natural log)
+//
+// with g = h / (H_q / H_kv) the key/value head shared by a group of query heads (GQA; MQA
+// when H_kv = 1). Causal masking is bottom-right aligned (FlashAttention >= 2.1): query row i
+// may see key j when j <= i + (N_kv - N_q). A row that sees no key at all (possible when
+// N_q > N_kv) has O = 0 and L = -inf.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace fa {
+
+/// \brief Element type of Q, K, V and O in device memory. L is always fp32.
+enum class DType { F32, F16, BF16 };
+
+/// \brief Memory layout of Q, K, V and O. The head dimension d is always innermost.
+enum class Layout {
+  BNHD,  ///< [batch, seq, heads, d] — FlashAttention's layout
+  BHND,  ///< [batch, heads, seq, d] — PyTorch SDPA's layout
+};
+
+/// \brief Size in bytes of one element of \p t.
+std::size_t dtype_size(DType t);
+/// \brief "fp32", "fp16" or "bf16".
+const char* dtype_name(DType t);
+/// \brief "bnhd" or "bhnd".
+const char* layout_name(Layout l);
+/// \brief Parses "fp32"/"fp16"/"bf16"; returns false on anything else.
+bool parse_dtype(const std::string& s, DType* out);
+/// \brief Parses "bnhd"/"bhnd"; returns false on anything else.
+bool parse_layout(const std::string& s, Layout* out);
+
+/// \brief Element strides of one tensor; d is contiguous (stride 1).
+struct Strides {
+  std::int64_t batch = 0;  ///< elements between consecutive b
+  std::int64_t head = 0;   ///< elements between consecutive heads
+  std::int64_t row = 0;    ///< elements between consecutive sequence positions
+};
+
+/// \brief An attention problem: shapes, options and the layout of the tensors.
+struct Problem {
+  int batch = 1;      ///< B
+  int heads_q = 1;    ///< H_q, query (and output) heads
+  int heads_kv = 1;   ///< H_kv, key/value heads; H_q must be a multiple of it
+  int n_q = 1;        ///< N_q, query rows
+  int n_kv = 1;       ///< N_kv, key/value rows
+  int head_dim = 64;  ///< d
+  float scale = 0.f;  ///< softmax scale; 0 means 1/sqrt(d)
+  bool causal = false;
+  DType dtype = DType::F32;
+  Layout layout = Layout::BNHD;
+
+  /// \brief The scale actually used: `scale` if set, else 1/sqrt(d).
+  float softmax_scale() const;
+  /// \brief H_q / H_kv: how many query heads share one key/value head.
+  int group_size() const { return heads_q / heads_kv; }
+  /// \brief Strides of Q and O (N_q rows, H_q heads) in the chosen layout.
+  Strides q_strides() const;
+  /// \brief Strides of K and V (N_kv rows, H_kv heads) in the chosen layout.
+  Strides kv_strides() const;
+  /// \brief Element counts of the tensors.
+  std::int64_t q_elems() const;
+  std::int64_t kv_elems() const;
+  /// \brief L is [B, H_q, N_q] fp32, contiguous.
+  std::int64_t lse_elems() const;
+  /// \brief Key rows visible from query row i (bottom-right aligned causal): [0, end).
+  int kv_end(int i) const;
+  /// \brief One line such as "B=2 Hq=8 Hkv=2 Nq=1000 Nkv=1000 d=64 causal fp32 bnhd".
+  std::string describe() const;
+};
+
+/// \brief Limits every step shares (a step may be stricter, see StepInfo).
+struct Limits {
+  static constexpr int kMaxHeadDim = 256;
+  /// Every index into Q, K, V, O and L must fit a signed 32-bit int, so kernels may use
+  /// int arithmetic for offsets within one tensor.
+  static constexpr std::int64_t kMaxElems = (std::int64_t{1} << 31) - 1;
+};
+
+/// \brief Checks the shape and options. Returns "" when valid, otherwise one message that
+/// names the parameter, its value and the limit, e.g. "heads_q (6) must be a multiple of
+/// heads_kv (4)".
+std::string validate(const Problem& p);
+
+}  // namespace fa

@@ -1,0 +1,141 @@
+#include "registry.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include "cuda_check.h"
+
+namespace fa {
+namespace {
+
+std::vector<std::unique_ptr<StepInfo>>& storage() {
+  static std::vector<std::unique_ptr<StepInfo>> s;
+  return s;
+}
+
+std::vector<const StepInfo*>& ordered() {
+  static std::vector<const StepInfo*> v;
+  return v;
+}
+
+std::string join_dtypes(const std::vector<DType>& ts) {
+  std::string out;
+  for (DType t : ts) out += (out.empty() ? "" : ", ") + std::string(dtype_name(t));
+  return out;
+}
+
+}  // namespace
+
+StepRegistrar::StepRegistrar(const StepInfo& info) {
+  storage().push_back(std::make_unique<StepInfo>(info));
+  auto& v = ordered();
+  v.push_back(storage().back().get());
+  std::sort(v.begin(), v.end(),
+            [](const StepInfo* a, const StepInfo* b) { return a->number < b->number; });
+}
+
+const std::vector<const StepInfo*>& steps() { return ordered(); }
+
+const StepInfo* find_step(const std::string& key) {
+  for (const StepInfo* s : steps()) {
+    const std::string name = s->name;
+    const std::string slug = name.substr(name.find('_') + 1);
+    if (key == name || key == slug) return s;
+    try {
+      std::size_t used = 0;
+      const int n = std::stoi(key, &used);
+      if (used == key.size() && n == s->number) return s;
+    } catch (const std::exception&) {
+    }
+  }
+  return nullptr;
+}
+
+std::string step_names() {
+  std::string out;
+  for (const StepInfo* s : steps()) out += (out.empty() ? "" : ", ") + std::string(s->name);
+  return out.empty() ? "(none registered)" : out;
+}
+
+std::string check_step(const StepInfo& step, const Problem& p) {
+  if (std::string e = validate(p); !e.empty()) return e;
+  std::ostringstream os;
+  if (std::find(step.dtypes.begin(), step.dtypes.end(), p.dtype) == step.dtypes.end()) {
+    os << "dtype (" << dtype_name(p.dtype) << ") is not supported by step " << step.name
+       << " (supported: " << join_dtypes(step.dtypes) << ")";
+    return os.str();
+  }
+  if (!step.head_dims.empty()) {
+    if (std::find(step.head_dims.begin(), step.head_dims.end(), p.head_dim) ==
+        step.head_dims.end()) {
+      os << "head_dim (" << p.head_dim << ") is not supported by step " << step.name
+         << " (supported:";
+      for (int d : step.head_dims) os << ' ' << d;
+      os << ')';
+      return os.str();
+    }
+  } else if (p.head_dim > step.max_head_dim) {
+    os << "head_dim (" << p.head_dim << ") exceeds step " << step.name << "'s limit of "
+       << step.max_head_dim;
+    return os.str();
+  }
+  if (p.causal && !step.causal) {
+    os << "causal (true) is not supported by step " << step.name;
+    return os.str();
+  }
+  if (p.heads_kv != p.heads_q && !step.gqa) {
+    os << "heads_kv (" << p.heads_kv << ") must equal heads_q (" << p.heads_q << ") for step "
+       << step.name << " (no GQA support)";
+    return os.str();
+  }
+  return {};
+}
+
+std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTensors& t,
+                         int device) {
+  if (std::string e = check_step(step, p); !e.empty()) return e;
+  std::ostringstream os;
+  const struct {
+    const char* name;
+    const void* ptr;
+    int align;
+  } ptrs[] = {{"q", t.q, step.alignment},
+              {"k", t.k, step.alignment},
+              {"v", t.v, step.alignment},
+              {"o", t.o, step.alignment},
+              {"lse", t.lse, 4}};
+  for (const auto& x : ptrs) {
+    if (x.ptr == nullptr) {
+      os << "pointer " << x.name << " is null";
+      return os.str();
+    }
+    if (reinterpret_cast<std::uintptr_t>(x.ptr) % x.align != 0) {
+      os << "pointer " << x.name << " (" << x.ptr << ") is not aligned to " << x.align
+         << " bytes as step " << step.name << " requires";
+      return os.str();
+    }
+  }
+  if (step.check_device) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    if (std::string e = step.check_device(p, prop); !e.empty()) return e;
+  }
+  return {};
+}
+
+void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, void* workspace,
+              cudaStream_t stream) {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  if (std::string e = check_launch(step, p, t, device); !e.empty()) throw std::invalid_argument(e);
+  if (step.workspace_bytes && step.workspace_bytes(p) > 0 && workspace == nullptr)
+    throw std::invalid_argument(std::string("workspace is null but step ") + step.name +
+                                " needs " + std::to_string(step.workspace_bytes(p)) + " bytes");
+  step.run(p, t, workspace, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fa

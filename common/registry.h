@@ -1,0 +1,83 @@
+// registry.h — every GPU step registers itself once; the tests, the benchmarks, the tour and
+// the C API iterate over this list and never change when a step is added.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "problem.h"
+
+namespace fa {
+
+/// \brief Device pointers of one attention call. Q, K, V and O are in the problem's dtype
+/// and layout; L (the row logsumexp, natural log) is fp32 [B, H_q, N_q].
+struct DeviceTensors {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;
+};
+
+/// \brief What a step is and what it supports. Filled in once per step by FA_REGISTER_STEP.
+struct StepInfo {
+  int number = 0;             ///< chapter number, e.g. 1
+  const char* name = "";      ///< folder name, e.g. "01_naive_attention"
+  const char* lesson = "";    ///< one line: what this step teaches
+  std::vector<DType> dtypes;  ///< element types it accepts
+  std::vector<int> head_dims; ///< head dims it accepts; empty means any d in [1, max_head_dim]
+  int max_head_dim = 256;
+  bool causal = true;         ///< supports causal masking
+  bool gqa = true;            ///< supports heads_kv < heads_q
+  int alignment = 4;          ///< required alignment in bytes of q, k, v, o (vector loads)
+
+  /// Device scratch the step needs beyond Q, K, V, O and L (for the naive steps: S and P).
+  std::size_t (*workspace_bytes)(const Problem&) = nullptr;
+  /// Bytes of N×N intermediates (S, P) the step writes to device memory, by its design.
+  std::size_t (*nxn_bytes_written)(const Problem&) = nullptr;
+  /// Extra launch-time limits (shared memory, grid size) for this device; "" when fine.
+  std::string (*check_device)(const Problem&, const cudaDeviceProp&) = nullptr;
+  /// The entry point: launches the step's kernel(s) on `stream`, asynchronously. The caller
+  /// has validated the problem (check_step) and passes `workspace_bytes(p)` bytes of scratch.
+  void (*run)(const Problem&, const DeviceTensors&, void* workspace, cudaStream_t) = nullptr;
+};
+
+/// \brief All registered steps, ordered by number.
+const std::vector<const StepInfo*>& steps();
+
+/// \brief Finds a step by folder name ("04_flash_attention"), number ("04" or "4") or slug
+/// ("flash_attention"); nullptr if none matches.
+const StepInfo* find_step(const std::string& key);
+
+/// \brief Comma-separated names of the registered steps (for error messages).
+std::string step_names();
+
+/// \brief Is `p` something `step` can run? "" if yes, otherwise a message naming the
+/// parameter, its value and the step's limit. Includes validate(p).
+std::string check_step(const StepInfo& step, const Problem& p);
+
+/// \brief check_step plus the device limits (step.check_device) and the pointers (null,
+/// misaligned for the step's vector loads). "" when the launch may go ahead.
+std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTensors& t,
+                         int device);
+
+/// \brief Checks everything (check_launch), throws std::invalid_argument with the message if
+/// anything is wrong, then runs the step and checks the launch. The workspace must hold
+/// step.workspace_bytes(p) bytes.
+void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, void* workspace,
+              cudaStream_t stream = nullptr);
+
+/// \brief Adds a step to the registry; use FA_REGISTER_STEP rather than calling this.
+struct StepRegistrar {
+  explicit StepRegistrar(const StepInfo& info);
+};
+
+}  // namespace fa
+
+/// \brief Registers a step from a function returning its StepInfo. Put it once in the step's
+/// entry-point file (the step's library is an object library, so the registrar is linked).
+#define FA_REGISTER_STEP(make_info) \
+  static const ::fa::StepRegistrar fa_step_registrar_{make_info()}

@@ -1,0 +1,65 @@
+// attention.h — the single source of truth: attention computed the obvious way.
+//
+// Every step, test and benchmark compares against `attention()`: Eigen matrices in double,
+// one (batch, head) slice at a time, exactly as the formula reads —
+//
+//   S = scale · Q Kᵀ          [N_q, N_kv], -inf where the causal mask hides a key
+//   P = softmax_rows(S)       [N_q, N_kv], stable: exp(S − rowmax) / rowsum
+//   O = P V                   [N_q, d]
+//   L = rowmax + log rowsum   [N_q], the row logsumexp (natural log)
+//
+// Why double: the kernels accumulate in fp32 (or fp16/bf16 inputs with fp32 accumulators),
+// so a double reference is a yardstick whose own error is far below anything we measure.
+// Why it materialises S and P: this is the O(N²)-memory algorithm FlashAttention avoids;
+// the reference can afford it for the sizes the tests use.
+//
+// `attention_plain()` is the same algorithm as plain loops entirely in float. It serves
+// twice: as an independent oracle for `attention()` (no Eigen, no double), and as the
+// "plain same-precision implementation" whose error against `attention()` sets the
+// tolerance for low-precision steps (flash-attention's 2× rule, see STYLE.md).
+//
+// Semantics shared with every step (see problem.h):
+//   - GQA: query head h reads key/value head h / group_size().
+//   - Causal masks are bottom-right aligned: row i sees keys [0, kv_end(i)).
+//   - A row that sees no key has O = 0 and L = -inf, never NaN.
+//   - NaN in Q, K or V propagates to the outputs that depend on it; it is never hidden.
+#pragma once
+
+#include <vector>
+
+#include "problem.h"
+
+namespace fa::ref {
+
+/// \brief Output of the double reference.
+struct Result {
+  std::vector<double> o;    ///< O in Q's layout (p.q_strides()), q_elems() values
+  std::vector<double> lse;  ///< L, [B, H_q, N_q] contiguous
+  std::vector<double> s;    ///< scaled scores, [B, H_q, N_q, N_kv], -inf where masked;
+                            ///< empty unless keep_scores
+  std::vector<double> p;    ///< probabilities, [B, H_q, N_q, N_kv], 0 where masked;
+                            ///< empty unless keep_scores
+};
+
+/// \brief Attention in double accumulation with Eigen: the reference every step is judged by.
+/// \param p            the problem; must pass validate(p) (std::invalid_argument otherwise)
+/// \param q            Q, fp32, p.q_elems() values in p.layout
+/// \param k            K, fp32, p.kv_elems() values in p.layout
+/// \param v            V, fp32, p.kv_elems() values in p.layout
+/// \param keep_scores  also return S and P (B·H_q·N_q·N_kv doubles each)
+/// \return O, L and, when asked for, S and P
+Result attention(const Problem& p, const float* q, const float* k, const float* v,
+                 bool keep_scores = false);
+
+/// \brief The same algorithm as plain loops entirely in float: an independent oracle for
+/// attention() and the "plain same-precision implementation" that sets test tolerances.
+/// \param p    the problem; must pass validate(p) (std::invalid_argument otherwise)
+/// \param q    Q, fp32, in p.layout
+/// \param k    K, fp32, in p.layout
+/// \param v    V, fp32, in p.layout
+/// \param lse  if not null, receives L, [B, H_q, N_q] contiguous
+/// \return O in Q's layout
+std::vector<float> attention_plain(const Problem& p, const float* q, const float* k,
+                                   const float* v, std::vector<float>* lse = nullptr);
+
+}  // namespace fa::ref

@@ -1,0 +1,513 @@
+#!/usr/bin/env python3
+"""Merge our Google Benchmark JSON and the peers' JSON into one results file and its tables.
+
+Inputs
+  --bench  JSON written by our benchmark (--benchmark_format=json or --benchmark_out). Each
+           entry's name encodes the record, impl/dtype/d/causal/B/Hq/Hkv/Nq/Nkv/layout, e.g.
+           04_flash_attention/fp32/d64/causal1/B8/Hq32/Hkv32/Nq2048/Nkv2048/bnhd/manual_time;
+           the counters median_ms, tflops, extra_device_bytes, nxn_bytes sit at top level.
+  --peers  JSON written by scripts/peers.py ({"gpu", "torch", "cudnn", "results": [...]}).
+
+Outputs
+  --out-json  {"gpu", "driver", "date", "commit", "command", "results": [records]}; a record
+              is {impl, dtype, d, causal, batch, heads_q, heads_kv, n_q, n_kv, layout,
+              median_ms, tflops, extra_device_bytes[, nxn_bytes]}.
+  --out-md    a header, then per (dtype, d, causal) a TFLOP/s table and an extra-device-memory
+              table (rows: implementations, columns: N), then ratios of each of our steps
+              against the peers at each N measured by both.
+
+With --merge, records already in --out-json whose key (impl, dtype, d, causal, batch,
+heads_q, heads_kv, n_q, n_kv, layout) is not measured again are kept.
+
+Example:
+  python3 scripts/make_results.py --bench out/bench.json --peers out/peers.json \\
+      --gpu "NVIDIA H200" --driver 580.159.03 --commit "$(git rev-parse --short HEAD)" \\
+      --command "build/bench/fa_bench --benchmark_out=out/bench.json" --date 2026-11-30 \\
+      --out-json docs/results/h200.json --out-md docs/results/h200.md
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+KEY_FIELDS = ("impl", "dtype", "d", "causal", "batch", "heads_q", "heads_kv", "n_q", "n_kv",
+              "layout")
+RECORD_FIELDS = KEY_FIELDS + ("median_ms", "tflops", "extra_device_bytes", "nxn_bytes")
+DTYPE_ORDER = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
+# Peers in the order PERF.md lists them: fastest fused kernel first, the naive composite last.
+PEER_ORDER = ["torch_cudnn", "torch_flash", "torch_efficient", "torch_math", "torch_naive"]
+DEFAULT_RATIO_PEERS = "torch_efficient,torch_flash,cublas_baseline"
+NAME_FIELDS = [  # (position in the benchmark name, record field, prefix, type)
+    (1, "dtype", "", str), (2, "d", "d", int), (3, "causal", "causal", int),
+    (4, "batch", "B", int), (5, "heads_q", "Hq", int), (6, "heads_kv", "Hkv", int),
+    (7, "n_q", "Nq", int), (8, "n_kv", "Nkv", int), (9, "layout", "", str),
+]
+TIME_UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+# ---------------------------------------------------------------------------------- records
+
+def to_bool(value):
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "causal", "causal1")
+    return bool(value)
+
+
+def attention_flops(r):
+    """Forward FLOPs by PERF.md's convention: 4·B·H_q·N_q·N_kv·d, halved when causal."""
+    f = 4.0 * r["batch"] * r["heads_q"] * r["n_q"] * r["n_kv"] * r["d"]
+    return f / 2 if r["causal"] else f
+
+
+def normalize(rec):
+    """Types made uniform (ints, bool causal, lower-case strings); only the known fields."""
+    r = {}
+    for f in KEY_FIELDS:
+        if f == "impl":
+            r[f] = str(rec[f])
+        elif f == "dtype":
+            r[f] = str(rec[f]).lower()
+        elif f == "layout":  # peers.py always writes it; SDPA's layout if absent
+            r[f] = str(rec.get(f, "bhnd")).lower()
+        elif f == "causal":
+            r[f] = to_bool(rec[f])
+        else:
+            r[f] = int(rec[f])
+    r["median_ms"] = float(rec["median_ms"])
+    tflops = rec.get("tflops")
+    if tflops is None or not math.isfinite(float(tflops)) or float(tflops) <= 0:
+        tflops = attention_flops(r) / (r["median_ms"] * 1e-3) / 1e12 if r["median_ms"] > 0 else 0
+    r["tflops"] = float(tflops)
+    extra = rec.get("extra_device_bytes")
+    r["extra_device_bytes"] = None if extra is None else int(round(float(extra)))
+    if rec.get("nxn_bytes") is not None:
+        r["nxn_bytes"] = int(round(float(rec["nxn_bytes"])))
+    return r
+
+
+def key_of(r):
+    return tuple(r[f] for f in KEY_FIELDS)
+
+
+def parse_bench_name(name):
+    """'04_flash_attention/fp32/d64/causal1/B8/...' -> dict of key fields, or None."""
+    parts = name.split("/")
+    if len(parts) < 10:
+        return None
+    rec = {"impl": parts[0]}
+    for pos, field, prefix, kind in NAME_FIELDS:
+        text = parts[pos]
+        if prefix:
+            if not text.startswith(prefix):
+                return None
+            text = text[len(prefix):]
+        try:
+            rec[field] = kind(text)
+        except ValueError:
+            return None
+    rec["causal"] = bool(rec["causal"])
+    return rec
+
+
+def load_bench(path):
+    with open(path) as f:
+        doc = json.load(f)
+    found, skipped = [], 0
+    for b in doc.get("benchmarks", []):
+        if b.get("run_type") == "aggregate":
+            continue
+        name = b.get("run_name") or b.get("name", "")
+        if b.get("error_occurred"):
+            log(f"  note: {name}: skipped by the benchmark ({b.get('error_message', '')})")
+            skipped += 1
+            continue
+        rec = parse_bench_name(b.get("name", "")) or parse_bench_name(name)
+        if rec is None:
+            log(f"  note: {name}: name is not impl/dtype/d/causal/B/Hq/Hkv/Nq/Nkv/layout; ignored")
+            skipped += 1
+            continue
+        median_ms = b.get("median_ms")
+        if median_ms is None and "real_time" in b:  # fall back on Google Benchmark's own time
+            median_ms = float(b["real_time"]) * TIME_UNIT_MS.get(b.get("time_unit", "ns"), 1e-6)
+        if median_ms is None:
+            log(f"  note: {name}: no median_ms and no real_time; ignored")
+            skipped += 1
+            continue
+        rec["median_ms"] = median_ms
+        for counter in ("tflops", "extra_device_bytes", "nxn_bytes"):
+            if counter in b:
+                rec[counter] = b[counter]
+        found.append(normalize(rec))
+    log(f"bench {path}: {len(found)} records" + (f", {skipped} ignored" if skipped else ""))
+    return found, doc.get("context", {})
+
+
+def load_peers(path):
+    with open(path) as f:
+        doc = json.load(f)
+    found = [normalize(r) for r in doc.get("results", [])]
+    log(f"peers {path}: {len(found)} records ({doc.get('gpu', '?')}, torch "
+        f"{doc.get('torch', '?')}, cuDNN {doc.get('cudnn', '?')})"
+        + (f", {len(doc['skipped'])} skipped by peers.py" if doc.get("skipped") else ""))
+    return found, doc
+
+
+def dedupe(records):
+    """One record per key within one file; repetitions of a benchmark -> the median run."""
+    by_key = {}
+    for r in records:
+        by_key.setdefault(key_of(r), []).append(r)
+    out = []
+    for key, group in by_key.items():
+        if len(group) > 1:
+            group = sorted(group, key=lambda r: r["median_ms"])
+            log(f"  note: {'/'.join(map(str, key))}: {len(group)} runs, keeping the median one")
+        out.append(group[(len(group) - 1) // 2])
+    return out
+
+
+# ---------------------------------------------------------------------------------- ordering
+
+def impl_rank(impl):
+    """Our steps in number order, then cublas_baseline, then anything else, then torch peers."""
+    m = re.match(r"^(\d+)_", impl)
+    if m:
+        return (0, int(m.group(1)), impl)
+    if impl.startswith("cublas"):
+        return (1, 0, impl)
+    if impl.startswith("torch_"):
+        return (3, PEER_ORDER.index(impl) if impl in PEER_ORDER else len(PEER_ORDER), impl)
+    return (2, 0, impl)
+
+
+def is_ours(impl):
+    return re.match(r"^\d+_", impl) is not None
+
+
+def group_key(r):
+    return (r["dtype"], r["d"], r["causal"])
+
+
+def group_sort_key(g):
+    dtype, d, causal = g
+    return (DTYPE_ORDER.get(dtype, 9), dtype, d, causal)
+
+
+def sort_records(records):
+    return sorted(records, key=lambda r: (group_sort_key(group_key(r)), impl_rank(r["impl"]),
+                                          r["layout"], r["heads_q"], r["heads_kv"],
+                                          r["n_q"], r["n_kv"], r["batch"]))
+
+
+def group_records(records):
+    groups = {}
+    for r in records:
+        groups.setdefault(group_key(r), []).append(r)
+    return {g: groups[g] for g in sorted(groups, key=group_sort_key)}
+
+
+# Within a table a row is one implementation in one layout. Where a group also mixes other
+# shapes (heads, tokens per batch, N_kv ≠ N_q), a row whose value differs from the group's
+# most common one names it, e.g. "04_flash_attention (Hkv=8, B·N=8192)".
+def _most_common(values):
+    return max(set(values), key=lambda v: (values.count(v), str(v)))
+
+
+def _variant_attrs(r):
+    return (("Hq", r["heads_q"]), ("Hkv", r["heads_kv"]), ("B·N", r["batch"] * r["n_q"]),
+            ("Nkv", "Nq" if r["n_kv"] == r["n_q"] else r["n_kv"]))
+
+
+def rows_of(records):
+    """[(label, layout, {n_q: record})] in display order."""
+    common = {}
+    for i, (name, _) in enumerate(_variant_attrs(records[0])):
+        values = [_variant_attrs(r)[i][1] for r in records]
+        common[name] = _most_common(values)
+    rows = {}
+    for r in records:
+        attrs = tuple((k, v) for k, v in _variant_attrs(r) if v != common[k])
+        rows.setdefault((r["impl"], attrs, r["layout"]), {})[r["n_q"]] = r
+    ordered = sorted(rows, key=lambda k: (impl_rank(k[0]), [str(v) for _, v in k[1]], k[2]))
+    out = []
+    for impl, attrs, layout in ordered:
+        label = impl + (" (" + ", ".join(f"{k}={v}" for k, v in attrs) + ")" if attrs else "")
+        out.append((label, layout, rows[(impl, attrs, layout)]))
+    return out
+
+
+def constant_shape_note(records):
+    """'B·N = 16384, H = 32': the group's (most common) shape apart from N."""
+    attrs = [dict(_variant_attrs(r)) for r in records]
+    common = {k: _most_common([a[k] for a in attrs]) for k in attrs[0]}
+    h, k = common["Hq"], common["Hkv"]
+    note = f"B·N = {common['B·N']}, " + (f"H = {h}" if h == k else f"H_q = {h}, H_kv = {k}")
+    if common["Nkv"] != "Nq":
+        note += f", N_kv = {common['Nkv']}"
+    mixed = any(a != common for a in attrs)
+    return note + (", other shapes marked" if mixed else "")
+
+
+# ---------------------------------------------------------------------------------- markdown
+
+def human_bytes(n):
+    if n is None:
+        return "–"
+    n = float(n)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def fmt_n(n):
+    return str(n)
+
+
+def code(text):
+    """Markdown code span that survives backticks inside the text."""
+    text = str(text).replace("\n", " ")
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {text} {fence}" if fence == "``" else f"`{text}`"
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def group_title(g):
+    dtype, d, causal = g
+    return f"{dtype}, d = {d}, {'causal' if causal else 'non-causal'}"
+
+
+def find_peer(records_by_shape, r, peer):
+    """The peer's record for r's shape (any layout, r's own preferred)."""
+    shape = (r["dtype"], r["d"], r["causal"], r["batch"], r["heads_q"], r["heads_kv"],
+             r["n_q"], r["n_kv"])
+    candidates = [p for p in records_by_shape.get(shape, []) if p["impl"] == peer]
+    if not candidates:
+        return None
+    same = [p for p in candidates if p["layout"] == r["layout"]]
+    return (same or candidates)[0]
+
+
+def make_markdown(doc, ratio_peers):
+    records = doc["results"]
+    out = [f"# Forward attention on {doc['gpu']}", ""]
+    out.append(f"- GPU: {doc['gpu']}")
+    out.append(f"- Driver: {doc['driver']}")
+    if doc.get("peers_software"):
+        sw = doc["peers_software"]
+        out.append(f"- Peers: PyTorch {sw.get('torch', '?')}, cuDNN {sw.get('cudnn', '?')}"
+                   + (f", CUDA {sw['cuda']}" if sw.get("cuda") else ""))
+    out.append(f"- Date: {doc['date']}")
+    out.append(f"- Commit: {code(doc['commit'])}")
+    out.append(f"- Command: {code(doc['command'])}" if doc["command"] else "- Command: –")
+    out += ["",
+            "TFLOP/s counts forward FLOPs as 4·B·H·N²·d, halved when causal (PERF.md); the time "
+            "is the median of CUDA-event timings. Peers (`torch_*`) are PyTorch's "
+            "`scaled_dot_product_attention` with one backend forced, and `torch_naive` is "
+            "matmul → softmax → matmul, measured in the same run. Extra device memory is what "
+            "a call allocates beyond its inputs (output included). – means not measured or "
+            "not supported.", ""]
+    if not records:
+        out += ["No results.", ""]
+        return "\n".join(out)
+
+    groups = group_records(records)
+    for g, recs in groups.items():
+        ns = sorted({r["n_q"] for r in recs})
+        rows = rows_of(recs)
+        note = constant_shape_note(recs)
+        out.append(f"## {group_title(g)}" + (f" ({note})" if note else ""))
+        out.append("")
+        out.append("TFLOP/s:")
+        out.append("")
+        out += table(["impl", "layout"] + [fmt_n(n) for n in ns],
+                     [[label, layout] + [f"{cells[n]['tflops']:.1f}" if n in cells else "–"
+                                         for n in ns] for label, layout, cells in rows])
+        out.append("")
+        out.append("Extra device memory:")
+        out.append("")
+        out += table(["impl", "layout"] + [fmt_n(n) for n in ns],
+                     [[label, layout] + [human_bytes(cells[n]["extra_device_bytes"])
+                                         if n in cells else "–" for n in ns]
+                      for label, layout, cells in rows])
+        out.append("")
+
+    # Ratios: ours / peer in TFLOP/s at equal shapes (> 1 means our step is faster).
+    by_shape = {}
+    for r in records:
+        shape = (r["dtype"], r["d"], r["causal"], r["batch"], r["heads_q"], r["heads_kv"],
+                 r["n_q"], r["n_kv"])
+        by_shape.setdefault(shape, []).append(r)
+    ratio_lines = []
+    for g, recs in groups.items():
+        ours = [r for r in recs if is_ours(r["impl"])]
+        if not ours:
+            continue
+        ns = sorted({r["n_q"] for r in ours})
+        body = []
+        layouts = {r["layout"] for r in ours}
+        for label, layout, cells in rows_of(ours):
+            if len(layouts) > 1:
+                label += f" [{layout}]"
+            for peer in ratio_peers:
+                row, any_value = [f"{label} / {peer}"], False
+                for n in ns:
+                    r = cells.get(n)
+                    p = find_peer(by_shape, r, peer) if r else None
+                    if r and p and p["tflops"] > 0:
+                        row.append(f"{r['tflops'] / p['tflops']:.2f}×")
+                        any_value = True
+                    else:
+                        row.append("–")
+                if any_value:
+                    body.append(row)
+        if body:
+            ratio_lines += [f"### {group_title(g)}", ""]
+            ratio_lines += table(["ours / peer"] + [fmt_n(n) for n in ns], body)
+            ratio_lines.append("")
+    if ratio_lines:
+        out += ["## Ratios", "",
+                "Our TFLOP/s divided by the peer's at the same shape, measured in the same run "
+                "(above 1× means our step is faster).", ""]
+        out += ratio_lines
+    return "\n".join(out).rstrip() + "\n"
+
+
+# ---------------------------------------------------------------------------------- main
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip() or None
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def write_text(path, text):
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description="Merge benchmark and peer JSON into docs/results/<name>.json and .md.")
+    p.add_argument("--bench", nargs="+", default=[], metavar="FILE",
+                   help="Google Benchmark JSON file(s) from our benchmark")
+    p.add_argument("--peers", nargs="+", default=[], metavar="FILE",
+                   help="JSON file(s) from scripts/peers.py")
+    p.add_argument("--gpu", help="GPU name (default: the merged file's, else the peers "
+                                 "file's, else 'unknown')")
+    p.add_argument("--driver", help="driver version (default: the merged file's, else "
+                                    "'unknown')")
+    p.add_argument("--commit", help="commit measured (default: git rev-parse --short HEAD)")
+    p.add_argument("--command", help="the command line that produced the data")
+    p.add_argument("--date", help="YYYY-MM-DD (default: today)")
+    p.add_argument("--out-json", required=True, metavar="FILE")
+    p.add_argument("--out-md", metavar="FILE", help="default: --out-json with .md")
+    p.add_argument("--merge", action="store_true",
+                   help="keep records of --out-json whose key is not measured again")
+    p.add_argument("--ratio-peers", default=DEFAULT_RATIO_PEERS,
+                   help="comma-separated implementations our steps are compared with "
+                        f"(default: {DEFAULT_RATIO_PEERS})")
+    args = p.parse_args(argv)
+    if not args.bench and not args.peers and not args.merge:
+        p.error("nothing to do: give --bench and/or --peers (or --merge to re-render)")
+    if args.date:
+        try:
+            datetime.date.fromisoformat(args.date)
+        except ValueError:
+            p.error(f"--date {args.date!r} is not YYYY-MM-DD")
+    if not args.out_md:
+        args.out_md = os.path.splitext(args.out_json)[0] + ".md"
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    by_key = {}  # across files, a later file's measurement replaces an earlier one's
+
+    def add(recs, path):
+        replaced = sum(1 for r in recs if key_of(r) in by_key)
+        if replaced:
+            log(f"  note: {path} re-measures {replaced} records of an earlier file; "
+                f"keeping {path}'s")
+        by_key.update((key_of(r), r) for r in recs)
+
+    for path in args.bench:
+        recs, _ = load_bench(path)
+        add(dedupe(recs), path)
+    peer_docs = []
+    for path in args.peers:
+        recs, doc = load_peers(path)
+        add(dedupe(recs), path)
+        peer_docs.append(doc)
+    new = list(by_key.values())
+
+    old_doc = None
+    if args.merge and os.path.exists(args.out_json):
+        with open(args.out_json) as f:
+            old_doc = json.load(f)
+        measured = {key_of(r) for r in new}
+        kept = [r for r in (normalize(x) for x in old_doc.get("results", []))
+                if key_of(r) not in measured]
+        log(f"merge {args.out_json}: keeping {len(kept)} of "
+            f"{len(old_doc.get('results', []))} earlier records, "
+            f"{len(new)} new or re-measured")
+        new += kept
+    elif args.merge:
+        log(f"merge: {args.out_json} does not exist yet; writing a fresh file")
+
+    # Header: what the command line says; else, when merging, what the file said; else a
+    # default (the peers' GPU, today, git HEAD). A pure re-render keeps the file's date/commit.
+    old = old_doc or {}
+    rerender = bool(old_doc) and not args.bench and not args.peers
+    gpu = args.gpu or old.get("gpu") or next(
+        (d["gpu"] for d in peer_docs if d.get("gpu")), None) or "unknown"
+    for d in peer_docs:
+        if d.get("gpu") and args.gpu and d["gpu"] != args.gpu:
+            log(f"  note: peers were measured on {d['gpu']!r}, --gpu says {args.gpu!r}")
+    doc = {
+        "gpu": gpu,
+        "driver": args.driver or old.get("driver") or "unknown",
+        "date": args.date or (old.get("date") if rerender else None)
+        or datetime.date.today().isoformat(),
+        "commit": args.commit or (old.get("commit") if rerender else None)
+        or git_commit() or "unknown",
+        "command": args.command if args.command is not None else old.get("command", ""),
+    }
+    sw = next(({k: d.get(k) for k in ("torch", "cudnn", "cuda") if d.get(k) is not None}
+               for d in peer_docs if d.get("torch")), None)
+    if sw is None and old_doc is not None:
+        sw = old_doc.get("peers_software")
+    if sw:
+        doc["peers_software"] = sw
+    doc["results"] = sort_records(new)
+
+    write_text(args.out_json, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    log(f"wrote {args.out_json}: {len(doc['results'])} records")
+    md = make_markdown(doc, [x.strip() for x in args.ratio_peers.split(",") if x.strip()])
+    write_text(args.out_md, md)
+    log(f"wrote {args.out_md}: {len(group_records(doc['results']))} groups")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,371 @@
+#!/usr/bin/env python3
+"""Measure the peers: PyTorch's scaled_dot_product_attention with each backend forced.
+
+Run it on the GPU machine, in the same session as our own benchmark, so the ratios compare
+numbers taken on one machine at one time (docs: PERF.md).
+
+Implementations (the "impl" field of each record):
+  torch_flash      SDPBackend.FLASH_ATTENTION      FlashAttention-2 (fp16/bf16 only)
+  torch_cudnn      SDPBackend.CUDNN_ATTENTION      cuDNN fused attention
+  torch_efficient  SDPBackend.EFFICIENT_ATTENTION  xformers/CUTLASS memory-efficient kernel
+  torch_math       SDPBackend.MATH                 PyTorch's composite reference
+  torch_naive      q @ kᵀ · scale -> masked softmax -> @ v, materialising N×N
+
+Before each timed call a short GPU spin (torch.cuda._sleep) is queued, so the CUDA events
+time the kernels rather than Python's dispatch, as our C++ benchmark's events do
+(--queue-ahead-cycles 0 turns this off).
+
+Shapes follow PERF.md: hidden size 2048 (d = 64 -> 32 heads, d = 128 -> 16 heads),
+batch × N = 16384, inputs torch.randn contiguous [B, H, N, d] ("bhnd"). FLOPs are
+4·B·H·N²·d, halved when causal. Each measurement: warm-up runs, then `--reps` runs timed one
+by one with CUDA events; the median is recorded. Extra device memory is the peak allocated
+during one call minus what was allocated before it (inputs excluded, the output included).
+
+A backend that does not support a configuration is skipped with a one-line note; so is a
+configuration that runs out of memory. The JSON file is rewritten after every measurement,
+so a run that is stopped (or hits --max-seconds) still leaves what it measured.
+
+Examples:
+  python3 scripts/peers.py --out out/peers.json
+  python3 scripts/peers.py --quick --dtypes bf16 --dims 128 --out out/peers_quick.json
+"""
+
+import argparse
+import contextlib
+import gc
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import time
+import warnings
+
+# name -> SDPBackend attribute; "torch_naive" is our own composite, not an SDPA backend.
+IMPLS = [
+    ("torch_flash", "FLASH_ATTENTION"),
+    ("torch_cudnn", "CUDNN_ATTENTION"),
+    ("torch_efficient", "EFFICIENT_ATTENTION"),
+    ("torch_math", "MATH"),
+    ("torch_naive", None),
+]
+DTYPE_NAMES = ("fp32", "fp16", "bf16")
+DEFAULT_NS = (512, 1024, 2048, 4096, 8192, 16384)
+QUICK_NS = (1024, 4096)
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def int_list(text):
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+
+
+def name_list(allowed):
+    def parse(text):
+        names = [x.strip() for x in text.split(",") if x.strip()]
+        bad = [x for x in names if x not in allowed]
+        if bad:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(bad)}; choose from {', '.join(allowed)}")
+        return names
+    return parse
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description="Time torch SDPA backends (and a naive composite) on PERF.md shapes.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--dtypes", type=name_list(DTYPE_NAMES), default="fp32,bf16",
+                   help="comma-separated: fp32, fp16, bf16")
+    p.add_argument("--dims", type=int_list, default="64,128",
+                   help="head dims d; heads = hidden / d")
+    p.add_argument("--ns", type=int_list, default=",".join(map(str, DEFAULT_NS)),
+                   help="sequence lengths N (N_q = N_kv)")
+    p.add_argument("--causal", choices=("both", "on", "off"), default="both",
+                   help="causal masking: off, on, or both")
+    p.add_argument("--impls", type=name_list([n for n, _ in IMPLS]),
+                   default=",".join(n for n, _ in IMPLS),
+                   help="which implementations to run, comma-separated")
+    p.add_argument("--reps", type=int, default=20, help="timed runs per measurement")
+    p.add_argument("--warmup", type=int, default=3, help="untimed runs per measurement")
+    p.add_argument("--queue-ahead-cycles", type=int, default=1_000_000,
+                   help="before each timed call, a GPU spin of this many clock cycles "
+                        "(torch.cuda._sleep; 1e6 is about 0.5 ms) while Python enqueues the "
+                        "call, so launch overhead is not timed; 0 = off")
+    p.add_argument("--hidden", type=int, default=2048, help="heads = hidden / d")
+    p.add_argument("--tokens", type=int, default=16384, help="batch = tokens / N (at least 1)")
+    p.add_argument("--seed", type=int, default=0, help="torch.manual_seed for the inputs")
+    p.add_argument("--out", default="peers.json", help="output JSON file")
+    p.add_argument("--max-seconds", type=float, default=0.0,
+                   help="stop gracefully (writing what was measured) after this many seconds; "
+                        "0 = no limit")
+    p.add_argument("--quick", action="store_true",
+                   help=f"only N in {','.join(map(str, QUICK_NS))} (overrides --ns)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.ns = list(QUICK_NS)
+    if args.reps < 1:
+        p.error("--reps must be at least 1")
+    if args.warmup < 0:
+        p.error("--warmup must be at least 0")
+    for d in args.dims:
+        if d <= 0 or args.hidden % d:
+            p.error(f"--dims: d={d} does not divide --hidden {args.hidden}")
+    for n in args.ns:
+        if n <= 0:
+            p.error(f"--ns: N={n} must be positive")
+    return args
+
+
+def attention_flops(batch, heads, n_q, n_kv, d, causal):
+    """Forward FLOPs by the FlashAttention convention (PERF.md)."""
+    f = 4.0 * batch * heads * n_q * n_kv * d
+    return f / 2 if causal else f
+
+
+def human_bytes(n):
+    if n is None:
+        return "n/a"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def write_json(path, doc):
+    """Write atomically, so an interrupted run never leaves a half-written file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+class Deadline:
+    def __init__(self, seconds):
+        self.start = time.monotonic()
+        self.seconds = seconds
+
+    def elapsed(self):
+        return time.monotonic() - self.start
+
+    def passed(self):
+        return self.seconds > 0 and self.elapsed() > self.seconds
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    deadline = Deadline(args.max_seconds)
+
+    # torch is imported here, not at the top, so that --help works without it.
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        log(f"peers.py: PyTorch is required ({e})")
+        return 2
+    if not torch.cuda.is_available():
+        log("peers.py: no CUDA device visible to PyTorch")
+        return 2
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        SDPBackend = sdpa_kernel = None
+        log("note: torch.nn.attention.sdpa_kernel is missing (PyTorch < 2.3); "
+            "only torch_naive can run")
+
+    dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    causal_modes = {"both": [False, True], "off": [False], "on": [True]}[args.causal]
+    device = torch.device("cuda")
+
+    cudnn_version = None
+    with contextlib.suppress(Exception):
+        cudnn_version = torch.backends.cudnn.version()
+    tf32 = None  # fp32 matmuls on TF32 tensor cores? (affects torch_naive/torch_math in fp32)
+    with contextlib.suppress(Exception):
+        tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+    doc = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cudnn": cudnn_version,
+        "cuda": torch.version.cuda,
+        "tf32_matmul": tf32,
+        "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        "results": [],
+        "skipped": [],
+    }
+    log(f"peers: {doc['gpu']}, torch {doc['torch']}, cuDNN {cudnn_version}, "
+        f"CUDA {doc['cuda']}, TF32 matmul {({True: 'on', False: 'off'}).get(tf32, '?')}")
+    log(f"peers: dtypes {args.dtypes}, d {args.dims}, N {args.ns}, causal {args.causal}, "
+        f"impls {args.impls}, {args.warmup} warm-up + {args.reps} timed runs each")
+    write_json(args.out, doc)
+
+    def naive(q, k, v, causal, mask):
+        # Standard attention: the N×N scores and probabilities live in device memory.
+        s = torch.matmul(q, k.transpose(-2, -1))
+        s.mul_(1.0 / math.sqrt(q.shape[-1]))
+        if causal:
+            s.masked_fill_(mask, float("-inf"))
+        p = torch.softmax(s, dim=-1)
+        del s
+        return torch.matmul(p, v)
+
+    def make_call(impl, q, k, v, causal, mask):
+        """(context, call): the backend is forced once around the whole measurement, so the
+        timed calls carry no context-manager overhead."""
+        backend_name = dict(IMPLS)[impl]
+        if backend_name is None:
+            return contextlib.nullcontext(), lambda: naive(q, k, v, causal, mask)
+        if sdpa_kernel is None or not hasattr(SDPBackend, backend_name):
+            raise RuntimeError(f"SDPBackend.{backend_name} is not in this PyTorch")
+        return (sdpa_kernel(getattr(SDPBackend, backend_name)),
+                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+
+    def first_line(text):
+        text = str(text).strip()
+        text = text.splitlines()[0] if text else "(no message)"
+        # PyTorch's C++ warnings end with "(Triggered internally at <file>:<line>.)".
+        return re.sub(r"\s*\(Triggered internally at .*$", "", text).strip() or "(no message)"
+
+    def measure(context, call):
+        """Returns (median_ms, extra_bytes, reps). Raises what the call raises."""
+        with context:
+            return measure_in_context(call)
+
+    def measure_in_context(call):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                out = call()  # first run: support check (and the first warm-up)
+                torch.cuda.synchronize()
+            except RuntimeError as e:
+                # SDPA reports *why* a backend refused through warnings; keep the first.
+                # The first is often a bare "... not used because:" header; skip those.
+                why = [m for m in (first_line(w.message) for w in caught)
+                       if not m.endswith(":")]
+                if why and not isinstance(e, torch.cuda.OutOfMemoryError):
+                    raise RuntimeError(f"{first_line(e)} [{why[0]}]") from e
+                raise
+        del out
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(max(args.warmup - 1, 0)):
+                call()
+            torch.cuda.synchronize()
+
+            # Extra device memory of one call: inputs were allocated before `before`.
+            gc.collect()
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            out = call()
+            torch.cuda.synchronize()
+            extra = torch.cuda.max_memory_allocated() - before
+            del out
+
+            start = torch.cuda.Event(enable_timing=True)
+            stop = torch.cuda.Event(enable_timing=True)
+            times = []
+            for _ in range(args.reps):
+                if queue_ahead:
+                    # Keep the GPU busy while Python enqueues the call, so the events time
+                    # the kernels and not PyTorch's dispatch (as our C++ benchmark does).
+                    torch.cuda._sleep(args.queue_ahead_cycles)
+                start.record()
+                call()
+                stop.record()
+                stop.synchronize()
+                times.append(start.elapsed_time(stop))
+                # Past the deadline: keep what we have if it is enough for a median.
+                if deadline.passed() and len(times) >= 5:
+                    break
+        return statistics.median(times), int(extra), len(times)
+
+    queue_ahead = args.queue_ahead_cycles > 0 and hasattr(torch.cuda, "_sleep")
+    if args.queue_ahead_cycles > 0 and not queue_ahead:
+        log("note: torch.cuda._sleep is missing; timings include Python dispatch")
+
+    def release():
+        gc.collect()
+        torch.cuda.empty_cache()
+
+    torch.manual_seed(args.seed)
+    stopped = False
+    for dtype_name in args.dtypes:
+        dtype = dtypes[dtype_name]
+        for d in args.dims:
+            heads = args.hidden // d
+            for causal in causal_modes:
+                for n in args.ns:
+                    if stopped:
+                        break
+                    batch = max(args.tokens // n, 1)
+                    shape = (f"{dtype_name} d={d} {'causal' if causal else 'full'} "
+                             f"B={batch} H={heads} N={n}")
+                    base = {"dtype": dtype_name, "d": d, "causal": causal, "batch": batch,
+                            "heads_q": heads, "heads_kv": heads, "n_q": n, "n_kv": n,
+                            "layout": "bhnd"}
+                    try:
+                        q, k, v = (torch.randn(batch, heads, n, d, device=device, dtype=dtype)
+                                   for _ in range(3))
+                        mask = (torch.ones(n, n, device=device, dtype=torch.bool).triu_(1)
+                                if causal and "torch_naive" in args.impls else None)
+                    except torch.cuda.OutOfMemoryError:
+                        q = k = v = mask = None
+                        release()
+                        log(f"skip  {shape}: out of memory allocating the inputs")
+                        for impl in args.impls:
+                            doc["skipped"].append(dict(base, impl=impl,
+                                                       reason="out of memory (inputs)"))
+                        write_json(args.out, doc)
+                        continue
+                    flops = attention_flops(batch, heads, n, n, d, causal)
+                    for impl in args.impls:
+                        if deadline.passed():
+                            log(f"stop: --max-seconds {args.max_seconds:g} passed "
+                                f"({deadline.elapsed():.0f} s); writing what was measured")
+                            stopped = True
+                            break
+                        try:
+                            ms, extra, reps = measure(*make_call(impl, q, k, v, causal, mask))
+                        except torch.cuda.OutOfMemoryError:
+                            release()
+                            log(f"skip  {impl:16s} {shape}: out of memory")
+                            doc["skipped"].append(dict(base, impl=impl, reason="out of memory"))
+                            write_json(args.out, doc)
+                            continue
+                        except Exception as e:  # RuntimeError: backend refuses the config
+                            release()
+                            reason = first_line(e)
+                            if not isinstance(e, RuntimeError):
+                                reason = f"{type(e).__name__}: {reason}"
+                            log(f"skip  {impl:16s} {shape}: {reason}")
+                            doc["skipped"].append(dict(base, impl=impl, reason=reason))
+                            write_json(args.out, doc)
+                            continue
+                        tflops = flops / (ms * 1e-3) / 1e12
+                        rec = dict(impl=impl, **base, median_ms=ms, tflops=tflops,
+                                   extra_device_bytes=extra)
+                        doc["results"].append(rec)
+                        write_json(args.out, doc)
+                        note = "" if reps == args.reps else f" ({reps} reps, deadline)"
+                        log(f"{impl:16s} {shape}: {ms:9.3f} ms {tflops:7.1f} TFLOP/s "
+                            f"extra {human_bytes(extra)}{note}  [{deadline.elapsed():.0f} s]")
+                    del q, k, v, mask
+                    release()
+
+    write_json(args.out, doc)
+    log(f"peers: {len(doc['results'])} measurements, {len(doc['skipped'])} skipped, "
+        f"{deadline.elapsed():.0f} s -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

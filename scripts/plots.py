@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Plot a results JSON (from scripts/make_results.py): TFLOP/s and extra device memory vs N.
+
+Writes, into --outdir:
+  <prefix>tflops_<dtype>_d<d>_<causal|full>.png   one per (dtype, d, causal): TFLOP/s vs N
+                                                    (log2 x axis), one line per implementation
+  <prefix>memory.png                                extra device bytes vs N (log-log), one line
+                                                    per implementation, for one (dtype, d)
+                                                    group (--memory-dtype/--memory-d), with one
+                                                    fp32 N×N matrix as a dashed reference
+
+Our steps are drawn solid with circles, cublas_baseline dash-dotted, the torch peers dashed.
+Needs matplotlib; without it the script says so and exits 0.
+
+Example:
+  python3 scripts/plots.py --results docs/results/h200.json --outdir docs/images --prefix h200_
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_results import (group_records, group_sort_key, impl_rank, is_ours,  # noqa: E402
+                          normalize, rows_of)
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description="TFLOP/s and memory plots from a results JSON.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--results", required=True, metavar="FILE",
+                   help="results JSON from make_results.py")
+    p.add_argument("--outdir", default="docs/images", help="folder for the PNGs")
+    p.add_argument("--prefix", default="", help="file name prefix, e.g. h200_")
+    p.add_argument("--memory-dtype", default="bf16",
+                   help="dtype of the memory plot (falls back on the group with most points)")
+    p.add_argument("--memory-d", type=int, default=128, help="head dim of the memory plot")
+    p.add_argument("--memory-causal", choices=("off", "on"), default="off",
+                   help="causal setting of the memory plot (falls back on the other)")
+    p.add_argument("--dpi", type=int, default=120)
+    return p.parse_args(argv)
+
+
+def style(impl, index):
+    if is_ours(impl):
+        return dict(linestyle="-", marker="o", linewidth=2.0, markersize=5)
+    if impl.startswith("cublas"):
+        return dict(linestyle="-.", marker="s", linewidth=1.5, markersize=4)
+    return dict(linestyle="--", marker="^", linewidth=1.2, markersize=4)
+
+
+def n_label(n):
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def set_n_axis(ax, ns, base):
+    ax.set_xscale("log", base=base)
+    ax.set_xticks(ns)
+    ax.set_xticklabels([n_label(n) for n in ns])
+    ax.minorticks_off()
+    if len(ns) == 1:  # one point: give the axis some width around it
+        ax.set_xlim(ns[0] / 1.5, ns[0] * 1.5)
+    ax.set_xlabel("sequence length N")
+
+
+def title_of(g, records):
+    dtype, d, causal = g
+    shape = ""
+    tokens = {r["batch"] * r["n_q"] for r in records}
+    heads = {r["heads_q"] for r in records}
+    if len(tokens) == 1 and len(heads) == 1:
+        shape = f", B·N = {tokens.pop()}, H = {heads.pop()}"
+    return f"{dtype}, d = {d}, {'causal' if causal else 'non-causal'}{shape}"
+
+
+def plot_tflops(plt, g, records, path, gpu, dpi):
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ns = sorted({r["n_q"] for r in records})
+    layouts = {r["layout"] for r in records}
+    for i, (label, layout, cells) in enumerate(rows_of(records)):
+        if len(layouts) > 1:
+            label += f" [{layout}]"
+        xs = sorted(cells)
+        ys = [cells[n]["tflops"] for n in xs]
+        ax.plot(xs, ys, label=label, **style(label.split(" ")[0], i))
+    set_n_axis(ax, ns, 2)
+    ax.set_ylabel("TFLOP/s (forward, 4·B·H·N²·d" + (" / 2)" if g[2] else ")"))
+    ax.set_ylim(bottom=0)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_title(f"{gpu}: {title_of(g, records)}", fontsize=10)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
+def pick_memory_group(groups, dtype, d, causal):
+    want = [(dtype, d, causal), (dtype, d, not causal)]
+    for g in want:
+        if g in groups and any(r.get("extra_device_bytes") for r in groups[g]):
+            return g
+    usable = [g for g in groups if any(r.get("extra_device_bytes") for r in groups[g])]
+    if not usable:
+        return None
+    g = max(usable, key=lambda g: (len(groups[g]), [-x if isinstance(x, int) else 0
+                                                   for x in group_sort_key(g)]))
+    log(f"note: no memory data for {dtype} d={d}; plotting {g[0]} d={g[1]} "
+        f"{'causal' if g[2] else 'non-causal'} instead")
+    return g
+
+
+def plot_memory(plt, g, records, path, gpu, dpi):
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ns = sorted({r["n_q"] for r in records})
+    drawn = 0
+    layouts = {r["layout"] for r in records}
+    for i, (label, layout, cells) in enumerate(rows_of(records)):
+        if len(layouts) > 1:
+            label += f" [{layout}]"
+        pts = [(n, cells[n]["extra_device_bytes"]) for n in sorted(cells)
+               if cells[n].get("extra_device_bytes")]  # 0 / missing cannot go on a log axis
+        if not pts:
+            log(f"note: {label}: no positive extra_device_bytes; left off the memory plot")
+            continue
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label,
+                **style(label.split(" ")[0], i))
+        drawn += 1
+    # Reference: one fp32 N×N matrix for all batches and heads, what a naive step stores.
+    ref = {}
+    for r in records:
+        ref.setdefault(r["n_q"], 4.0 * r["batch"] * r["heads_q"] * r["n_q"] * r["n_kv"])
+    xs = sorted(ref)
+    ax.plot(xs, [ref[n] for n in xs], color="grey", linestyle=":", linewidth=1, marker=".",
+            label="one fp32 N×N matrix (4·B·H·N² bytes)")
+    set_n_axis(ax, ns, 2)
+    ax.set_yscale("log", base=2)
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: human(v)))
+    ax.set_ylabel("extra device memory (bytes beyond Q, K, V)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_title(f"{gpu}: {title_of(g, records)}", fontsize=10)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return drawn
+
+
+def human(v):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= size:
+            return f"{v / size:g} {unit}"
+    return f"{v:g} B"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("plots.py: matplotlib is not installed; no plots written "
+            "(try /usr/bin/python3, or pip install matplotlib)")
+        return 0
+
+    with open(args.results) as f:
+        doc = json.load(f)
+    records = []
+    for x in doc.get("results", []):
+        try:
+            records.append(normalize(x))
+        except (KeyError, TypeError, ValueError) as e:
+            log(f"note: skipping a malformed record ({e!r}): {x}")
+    gpu = doc.get("gpu", "unknown GPU")
+    if not records:
+        log(f"plots.py: {args.results} holds no results; nothing to plot")
+        return 0
+    os.makedirs(args.outdir, exist_ok=True)
+
+    groups = group_records(records)
+    written = 0
+    for g, recs in groups.items():
+        dtype, d, causal = g
+        name = f"{args.prefix}tflops_{dtype}_d{d}_{'causal' if causal else 'full'}.png"
+        path = os.path.join(args.outdir, name)
+        npts = len(recs)
+        impls = sorted({r["impl"] for r in recs}, key=impl_rank)
+        plot_tflops(plt, g, recs, path, gpu, args.dpi)
+        written += 1
+        log(f"wrote {path} ({len(impls)} implementations, {npts} points"
+            + (", few points" if len({r['n_q'] for r in recs}) < 2 else "") + ")")
+
+    g = pick_memory_group(groups, args.memory_dtype, args.memory_d, args.memory_causal == "on")
+    if g is None:
+        log("note: no extra_device_bytes in the results; memory plot skipped")
+    else:
+        path = os.path.join(args.outdir, f"{args.prefix}memory.png")
+        drawn = plot_memory(plt, g, groups[g], path, gpu, args.dpi)
+        written += 1
+        log(f"wrote {path} ({g[0]} d={g[1]} {'causal' if g[2] else 'non-causal'}, "
+            f"{drawn} implementations)")
+    log(f"plots.py: {written} PNG files in {args.outdir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

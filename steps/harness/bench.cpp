@@ -1,0 +1,205 @@
+// bench.cpp — Google Benchmark over every registered step and the cuBLAS baseline, on the
+// shapes of PERF.md: hidden size 2048 (d = 64 → 32 heads, d = 128 → 16 heads), B·N = 16384,
+// N from 512 to 16384, causal off and on.
+//
+//   bin/bench_all --benchmark_out=bench.json --benchmark_out_format=json
+//   bin/bench_04_flash_attention --ns 1024,4096 --dims 64 --causal off
+//
+// Each benchmark times single runs with CUDA events (manual time); the counters carry the
+// median time, TFLOP/s by the FlashAttention convention (4·B·H·N²·d, halved when causal),
+// the bytes of N×N intermediates written and the extra device memory. The name encodes the
+// record: impl/dtype/dD/causalC/BB/HqH/HkvH/NqN/NkvN/layout (scripts/make_results.py reads it).
+#include <benchmark/benchmark.h>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cublas_baseline.h"
+#include "cuda_check.h"
+#include "inputs.h"
+#include "perf.h"
+#include "registry.h"
+
+namespace {
+
+// Inputs are made once per shape and shared by every implementation benchmarked on it
+// (registration keeps one shape's benchmarks together). Random, never zeros.
+struct InputCache {
+  fa::Problem shape;  // with causal ignored
+  std::unique_ptr<fa::DeviceProblem> dev;
+};
+
+bool same_shape(const fa::Problem& a, const fa::Problem& b) {
+  return a.batch == b.batch && a.heads_q == b.heads_q && a.heads_kv == b.heads_kv &&
+         a.n_q == b.n_q && a.n_kv == b.n_kv && a.head_dim == b.head_dim &&
+         a.dtype == b.dtype && a.layout == b.layout;
+}
+
+fa::DeviceProblem& inputs_for(const fa::Problem& p) {
+  static InputCache cache;
+  if (!cache.dev || !same_shape(cache.shape, p)) {
+    cache.dev.reset();  // free the previous shape first
+    cache.dev = std::make_unique<fa::DeviceProblem>(
+        fa::make_inputs(p, fa::Distribution::Normal, 2024), 0);
+    cache.shape = p;
+  }
+  return *cache.dev;
+}
+
+std::string record_name(const std::string& impl, const fa::Problem& p) {
+  std::ostringstream os;
+  os << impl << '/' << fa::dtype_name(p.dtype) << "/d" << p.head_dim << "/causal" << p.causal
+     << "/B" << p.batch << "/Hq" << p.heads_q << "/Hkv" << p.heads_kv << "/Nq" << p.n_q
+     << "/Nkv" << p.n_kv << '/' << fa::layout_name(p.layout);
+  return os.str();
+}
+
+// The timing loop shared by steps and the baseline. `setup` returns the function to time.
+void time_it(benchmark::State& state, const fa::Problem& p, std::size_t extra_bytes,
+             double nxn_bytes, const std::function<std::function<void()>()>& setup) {
+  std::vector<double> ms;
+  try {
+    std::function<void()> fn = setup();
+    fn();  // warm-up: module load, first-touch of the workspace
+    fn();
+    CUDA_CHECK(cudaDeviceSynchronize());
+    fa::EventTimer timer;
+    for (auto _ : state) {
+      timer.start();
+      fn();
+      const double t = timer.stop_ms();
+      state.SetIterationTime(t * 1e-3);
+      ms.push_back(t);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    cudaGetLastError();  // clear a sticky-free error such as an allocation failure
+    return;
+  }
+  const double med = fa::median(ms);
+  state.counters["median_ms"] = med;
+  state.counters["tflops"] = fa::attention_flops(p) / (med * 1e-3) / 1e12;
+  state.counters["extra_device_bytes"] = double(extra_bytes);
+  state.counters["nxn_bytes"] = nxn_bytes;
+  state.counters["min_io_bytes"] = fa::min_io_bytes(p);
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(std::stoi(item));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Benchmarks of every step and the cuBLAS baseline (Google Benchmark flags pass through)"};
+  app.allow_extras();
+  std::string ns = "512,1024,2048,4096,8192,16384", dims = "64,128", causal = "both";
+  std::string dtype = "fp32", layout = "bnhd", only;
+  int tokens = 16384, hidden = 2048;
+  bool baseline = true;
+  double min_time = 0.3;
+  app.add_option("--ns", ns, "sequence lengths N (N_q = N_kv)")->capture_default_str();
+  app.add_option("--dims", dims, "head dims d")->capture_default_str();
+  app.add_option("--causal", causal, "off, on or both")->capture_default_str();
+  app.add_option("--dtype", dtype, "fp32, fp16 or bf16")->capture_default_str();
+  app.add_option("--layout", layout, "bnhd or bhnd")->capture_default_str();
+  app.add_option("--tokens", tokens, "B·N, kept constant")->capture_default_str();
+  app.add_option("--hidden", hidden, "H·d, kept constant")->capture_default_str();
+  app.add_option("--only", only, "one step (name, number or slug)");
+  app.add_option("--baseline", baseline, "also time the cuBLAS baseline")->capture_default_str();
+  app.add_option("--min-time", min_time, "seconds of GPU time per benchmark")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  std::vector<std::string> rest = app.remaining();
+  std::vector<char*> gb_argv = {argv[0]};
+  for (std::string& s : rest) gb_argv.push_back(s.data());
+  int gb_argc = static_cast<int>(gb_argv.size());
+
+  fa::Problem base;
+  if (!fa::parse_dtype(dtype, &base.dtype) || !fa::parse_layout(layout, &base.layout)) {
+    std::fprintf(stderr, "error: --dtype (%s) or --layout (%s) not recognised\n", dtype.c_str(),
+                 layout.c_str());
+    return 2;
+  }
+  std::vector<bool> causals;
+  if (causal == "off" || causal == "both") causals.push_back(false);
+  if (causal == "on" || causal == "both") causals.push_back(true);
+  if (causals.empty()) {
+    std::fprintf(stderr, "error: --causal (%s) must be off, on or both\n", causal.c_str());
+    return 2;
+  }
+  std::vector<const fa::StepInfo*> chosen = fa::steps();
+  if (!only.empty()) {
+    const fa::StepInfo* s = fa::find_step(only);
+    if (!s) {
+      std::fprintf(stderr, "error: --only (%s) is not a registered step; known: %s\n",
+                   only.c_str(), fa::step_names().c_str());
+      return 2;
+    }
+    chosen = {s};
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "no usable CUDA device: nothing to benchmark\n");
+    return 1;
+  }
+
+  for (int d : parse_list(dims))
+    for (int n : parse_list(ns)) {
+      fa::Problem p = base;
+      p.head_dim = d;
+      p.heads_q = p.heads_kv = std::max(1, hidden / d);
+      p.batch = std::max(1, tokens / n);
+      p.n_q = p.n_kv = n;
+      for (bool c : causals) {
+        p.causal = c;
+        for (const fa::StepInfo* step : chosen) {
+          if (!fa::check_step(*step, p).empty()) continue;
+          benchmark::RegisterBenchmark(record_name(step->name, p).c_str(),
+                                       [step, p](benchmark::State& st) {
+            const std::size_t ws = step->workspace_bytes ? step->workspace_bytes(p) : 0;
+            auto buffer = std::make_shared<fa::DeviceBuffer>();
+            time_it(st, p, ws, step->nxn_bytes_written ? double(step->nxn_bytes_written(p)) : 0,
+                    [step, p, ws, buffer]() -> std::function<void()> {
+                      fa::DeviceProblem& dev = inputs_for(p);
+                      *buffer = fa::DeviceBuffer(ws);
+                      return [step, p, &dev, buffer] {
+                        fa::run_step(*step, p, dev.tensors(), buffer->get());
+                      };
+                    });
+          })->UseManualTime()->MinTime(min_time)->Unit(benchmark::kMillisecond);
+        }
+        if (baseline && p.dtype == fa::DType::F32) {
+          benchmark::RegisterBenchmark(record_name("cublas_baseline", p).c_str(),
+                                       [p](benchmark::State& st) {
+            auto base = std::make_shared<std::unique_ptr<fa::baseline::CublasAttention>>();
+            time_it(st, p, fa::baseline::CublasAttention::workspace_bytes(p),
+                    double(fa::baseline::CublasAttention::nxn_bytes_written(p)),
+                    [p, base]() -> std::function<void()> {
+                      fa::DeviceProblem& dev = inputs_for(p);
+                      *base = std::make_unique<fa::baseline::CublasAttention>(p);
+                      return [&dev, base] { (*base)->run(dev.tensors()); };
+                    });
+          })->UseManualTime()->MinTime(min_time)->Unit(benchmark::kMillisecond);
+        }
+      }
+    }
+
+  benchmark::Initialize(&gb_argc, gb_argv.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

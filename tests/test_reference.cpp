@@ -1,0 +1,442 @@
+// test_reference.cpp — the yardsticks are checked before anything is measured with them.
+//
+//   1. The double Eigen reference agrees with an independent plain-loop float oracle.
+//   2. Tiny cases computed by hand pin the semantics (bottom-right causal, GQA, empty rows).
+//   3. The CPU streaming model of the online softmax equals the reference for every tiling,
+//      for huge scores, for fully masked rows, and lets NaN through.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attention.h"
+#include "catch.hpp"
+#include "problem.h"
+#include "streaming.h"
+
+namespace {
+
+using fa::Layout;
+using fa::Problem;
+
+constexpr double kTol = 1e-5;  // fp32 accumulation against double: relative, on ‖·‖₂
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// Q, K and V of one problem, in its layout.
+struct Inputs {
+  std::vector<float> q, k, v;
+};
+
+/// Fresh normal(mean, 1) inputs from `seed` (the caller CAPTUREs it).
+Inputs random_inputs(const Problem& p, std::uint64_t seed, float mean = 0.f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(mean, 1.f);
+  Inputs in{std::vector<float>(p.q_elems()), std::vector<float>(p.kv_elems()),
+            std::vector<float>(p.kv_elems())};
+  for (auto* t : {&in.q, &in.k, &in.v})
+    for (float& x : *t) x = normal(rng);
+  return in;
+}
+
+Problem make_problem(int batch, int hq, int hkv, int nq, int nkv, int d, bool causal,
+                     Layout layout) {
+  Problem p;
+  p.batch = batch;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.n_q = nq;
+  p.n_kv = nkv;
+  p.head_dim = d;
+  p.causal = causal;
+  p.layout = layout;
+  return p;
+}
+
+/// ‖a − b‖₂ / ‖b‖₂ over the entries where b is finite; NaN if a is NaN there. Entries where
+/// b is ±inf must be equal in a (that is how L = -inf rows are compared).
+template <class A>
+double rel_error(const std::vector<A>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const double x = a[i];
+    if (std::isinf(b[i])) {
+      if (x != b[i]) return std::numeric_limits<double>::infinity();
+      continue;
+    }
+    diff += (x - b[i]) * (x - b[i]);  // NaN in a (or b) makes diff NaN: the check fails
+    norm += b[i] * b[i];
+  }
+  return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+/// Index of element (b, h, i, t) of Q or O in the problem's layout.
+std::int64_t q_index(const Problem& p, int b, int h, int i, int t) {
+  const fa::Strides s = p.q_strides();
+  return b * s.batch + h * s.head + i * s.row + t;
+}
+
+/// Runs the streaming model; O in Q's layout, L [B, H_q, N_q].
+struct Streamed {
+  std::vector<float> o, lse;
+};
+Streamed stream(const Problem& p, const Inputs& in, fa::ref::StreamingOptions opt) {
+  Streamed r{std::vector<float>(p.q_elems(), kNaN), std::vector<float>(p.lse_elems(), kNaN)};
+  fa::ref::streaming_attention(p, in.q.data(), in.k.data(), in.v.data(), r.o.data(),
+                               r.lse.data(), opt);
+  return r;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// 1. Reference against the plain-loop oracle
+// ---------------------------------------------------------------------------------------
+
+TEST_CASE("reference matches the plain float loops on random inputs", "[cpu][reference]") {
+  const bool causal = GENERATE(false, true);
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  struct Shape {
+    int batch, hq, hkv, nq, nkv, d;
+  };
+  const Shape shapes[] = {
+      {1, 1, 1, 1, 1, 32},      // the smallest problem
+      {2, 2, 2, 1, 97, 64},     // one query row (decoding)
+      {1, 2, 2, 97, 1, 64},     // one key
+      {2, 3, 3, 65, 65, 32},    // N one past a power of two
+      {1, 4, 2, 50, 130, 64},   // GQA, N_q < N_kv
+      {1, 4, 1, 130, 50, 128},  // MQA, N_q > N_kv: rows that see no key when causal
+      {1, 2, 1, 257, 257, 64},  // larger, odd N
+  };
+  std::uint64_t seed = 100 + (causal ? 10 : 0) + (layout == Layout::BHND ? 1 : 0);
+  for (const Shape& sh : shapes) {
+    const Problem p = make_problem(sh.batch, sh.hq, sh.hkv, sh.nq, sh.nkv, sh.d, causal, layout);
+    seed = seed * 31 + 7;
+    const float mean = (seed % 2) ? 0.5f : 0.f;  // half the shapes get mean-shifted inputs
+    INFO(p.describe());
+    CAPTURE(seed, mean);
+    const Inputs in = random_inputs(p, seed, mean);
+    const fa::ref::Result ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+    std::vector<float> lse;
+    const std::vector<float> o =
+        fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(), &lse);
+    CHECK(rel_error(o, ref.o) < kTol);
+    CHECK(rel_error(lse, ref.lse) < kTol);
+  }
+}
+
+TEST_CASE("reference gives the same answer in both layouts", "[cpu][reference]") {
+  // Same numbers stored as [B, N, H, d] and as [B, H, N, d]: O must be the same numbers.
+  const Problem a = make_problem(2, 4, 2, 33, 47, 32, true, Layout::BNHD);
+  Problem c = a;
+  c.layout = Layout::BHND;
+  const std::uint64_t seed = 7;
+  CAPTURE(seed);
+  const Inputs in = random_inputs(a, seed);
+  Inputs moved{std::vector<float>(in.q.size()), std::vector<float>(in.k.size()),
+               std::vector<float>(in.v.size())};
+  const fa::Strides qa = a.q_strides(), qc = c.q_strides();
+  const fa::Strides ka = a.kv_strides(), kc = c.kv_strides();
+  for (int b = 0; b < a.batch; ++b)
+    for (int t = 0; t < a.head_dim; ++t) {
+      for (int h = 0; h < a.heads_q; ++h)
+        for (int i = 0; i < a.n_q; ++i)
+          moved.q[b * qc.batch + h * qc.head + i * qc.row + t] =
+              in.q[b * qa.batch + h * qa.head + i * qa.row + t];
+      for (int h = 0; h < a.heads_kv; ++h)
+        for (int j = 0; j < a.n_kv; ++j) {
+          const std::int64_t from = b * ka.batch + h * ka.head + j * ka.row + t;
+          const std::int64_t to = b * kc.batch + h * kc.head + j * kc.row + t;
+          moved.k[to] = in.k[from];
+          moved.v[to] = in.v[from];
+        }
+    }
+  const auto ra = fa::ref::attention(a, in.q.data(), in.k.data(), in.v.data());
+  const auto rc = fa::ref::attention(c, moved.q.data(), moved.k.data(), moved.v.data());
+  double worst = 0.0;
+  for (int b = 0; b < a.batch; ++b)
+    for (int h = 0; h < a.heads_q; ++h)
+      for (int i = 0; i < a.n_q; ++i)
+        for (int t = 0; t < a.head_dim; ++t)
+          worst = std::max(worst, std::abs(ra.o[q_index(a, b, h, i, t)] -
+                                           rc.o[q_index(c, b, h, i, t)]));
+  CHECK(worst == 0.0);
+  CHECK(rel_error(rc.lse, ra.lse) == 0.0);
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Cases small enough to check by hand
+// ---------------------------------------------------------------------------------------
+
+TEST_CASE("hand-checked: softmax weights, L, and bottom-right causal", "[cpu][reference]") {
+  // d = 1 and scale = 1, so a score is just q·k. With q = 1 and keys 0, ln 3, ln 4 the
+  // exponentials are 1, 3, 4: every probability is a simple fraction.
+  const float ln3 = std::log(3.f), ln4 = std::log(4.f);
+  const double eps = 1e-6;
+
+  SECTION("one query, two keys: p = (1/4, 3/4)") {
+    Problem p = make_problem(1, 1, 1, 1, 2, 1, false, Layout::BNHD);
+    p.scale = 1.f;
+    const std::vector<float> q = {1.f}, k = {0.f, ln3}, v = {4.f, 8.f};
+    const auto r = fa::ref::attention(p, q.data(), k.data(), v.data(), true);
+    CHECK(std::abs(r.p[0] - 0.25) < eps);
+    CHECK(std::abs(r.p[1] - 0.75) < eps);
+    CHECK(std::abs(r.o[0] - 7.0) < eps);             // 4/4 + 3·8/4
+    CHECK(std::abs(r.lse[0] - std::log(4.0)) < eps);  // log(1 + 3)
+  }
+
+  SECTION("causal, N_q = 2 < N_kv = 3: the last query row sees every key") {
+    // Bottom-right: row i sees keys j <= i + (3 − 2), so row 0 sees keys 0, 1 and row 1
+    // sees all three. (Top-left alignment would give row 0 only key 0, and O = 4.)
+    Problem p = make_problem(1, 1, 1, 2, 3, 1, true, Layout::BNHD);
+    p.scale = 1.f;
+    const std::vector<float> q = {1.f, 1.f}, k = {0.f, ln3, ln4}, v = {4.f, 8.f, 100.f};
+    const auto r = fa::ref::attention(p, q.data(), k.data(), v.data(), true);
+    // Row 0: weights 1, 3 of 4 -> O = 1 + 6 = 7, L = log 4; key 2 is masked.
+    CHECK(std::abs(r.o[0] - 7.0) < eps);
+    CHECK(std::abs(r.lse[0] - std::log(4.0)) < eps);
+    CHECK(std::isinf(r.s[2]));
+    CHECK(r.s[2] < 0);
+    CHECK(r.p[2] == 0.0);
+    // Row 1: weights 1, 3, 4 of 8 -> O = 4/8 + 24/8 + 400/8 = 53.5, L = log 8.
+    CHECK(std::abs(r.o[1] - 53.5) < 1e-5);
+    CHECK(std::abs(r.lse[1] - std::log(8.0)) < eps);
+    CHECK(std::abs(r.p[5] - 0.5) < eps);
+  }
+
+  SECTION("causal, N_q = 3 > N_kv = 2: the first row sees nothing") {
+    // Row i sees keys j <= i − 1: row 0 none, row 1 key 0, row 2 keys 0 and 1.
+    Problem p = make_problem(1, 1, 1, 3, 2, 1, true, Layout::BNHD);
+    p.scale = 1.f;
+    const std::vector<float> q = {1.f, 1.f, 1.f}, k = {0.f, ln3}, v = {4.f, 8.f};
+    const auto r = fa::ref::attention(p, q.data(), k.data(), v.data(), true);
+    CHECK(r.o[0] == 0.0);  // no key: O = 0 exactly ...
+    CHECK(std::isinf(r.lse[0]));
+    CHECK(r.lse[0] < 0);  // ... and L = -inf, not NaN
+    CHECK(r.p[0] == 0.0);
+    CHECK(r.p[1] == 0.0);
+    CHECK(std::abs(r.o[1] - 4.0) < eps);  // one key: its weight is 1, L = its score 0
+    CHECK(std::abs(r.lse[1]) < eps);
+    CHECK(std::abs(r.o[2] - 7.0) < eps);
+    CHECK(std::abs(r.lse[2] - std::log(4.0)) < eps);
+  }
+}
+
+TEST_CASE("hand-checked: GQA groups consecutive query heads", "[cpu][reference]") {
+  // H_q = 4, H_kv = 2: query heads 0, 1 read K/V head 0 and heads 2, 3 read head 1
+  // (h / group_size, not h % H_kv). V is 1 everywhere in head 0 and 2 in head 1, so every
+  // output of a query head equals the value of the head it reads.
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  const Problem p = make_problem(1, 4, 2, 3, 5, 4, false, layout);
+  const std::uint64_t seed = 11;
+  CAPTURE(seed);
+  Inputs in = random_inputs(p, seed);
+  const fa::Strides kvs = p.kv_strides();
+  for (int g = 0; g < p.heads_kv; ++g)
+    for (int j = 0; j < p.n_kv; ++j)
+      for (int t = 0; t < p.head_dim; ++t) in.v[g * kvs.head + j * kvs.row + t] = g + 1.f;
+  const auto r = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+  for (int h = 0; h < p.heads_q; ++h)
+    for (int i = 0; i < p.n_q; ++i)
+      for (int t = 0; t < p.head_dim; ++t) {
+        CAPTURE(h, i, t);
+        CHECK(std::abs(r.o[q_index(p, 0, h, i, t)] - (h < 2 ? 1.0 : 2.0)) < 1e-12);
+      }
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. The streaming model of the online softmax
+// ---------------------------------------------------------------------------------------
+
+TEST_CASE("streaming model equals the reference for every tiling", "[cpu][streaming]") {
+  const bool causal = GENERATE(false, true);
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  struct Shape {
+    int batch, hq, hkv, nq, nkv, d;
+  };
+  const Shape shapes[] = {
+      {1, 1, 1, 1, 1, 32},      // N = 1
+      {1, 2, 1, 1, 150, 64},    // one query row against many keys, MQA
+      {2, 4, 2, 100, 100, 32},  // GQA; 100 is a multiple of no power-of-two tile
+      {1, 2, 2, 45, 131, 64},   // N_q < N_kv
+      {1, 2, 1, 131, 45, 128},  // N_q > N_kv: fully masked rows when causal
+  };
+  // Tiles of 1, odd tiles, tiles that don't divide N, tiles larger than N.
+  const fa::ref::StreamingOptions tilings[] = {
+      {1, 1}, {3, 3}, {16, 16}, {64, 64}, {100, 100}, {1, 64}, {64, 1}, {16, 3}, {3, 100},
+      {256, 256}};
+  std::uint64_t seed = 200 + (causal ? 10 : 0) + (layout == Layout::BHND ? 1 : 0);
+  for (const Shape& sh : shapes) {
+    const Problem p = make_problem(sh.batch, sh.hq, sh.hkv, sh.nq, sh.nkv, sh.d, causal, layout);
+    seed = seed * 31 + 7;
+    INFO(p.describe());
+    CAPTURE(seed);
+    const Inputs in = random_inputs(p, seed, 0.5f);
+    const auto ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+    for (const auto& opt : tilings) {
+      CAPTURE(opt.block_q, opt.block_kv);
+      const Streamed s = stream(p, in, opt);
+      CHECK(rel_error(s.o, ref.o) < kTol);
+      CHECK(rel_error(s.lse, ref.lse) < kTol);  // -inf rows must be -inf in both
+    }
+  }
+}
+
+TEST_CASE("streaming model survives scores of magnitude 1e4", "[cpu][streaming]") {
+  // exp(1e4) overflows any float; only the running max keeps this finite. Integer entries
+  // and scale = 1/8 (d = 64) make every score exact in float, so the model and the double
+  // reference see the same scores and must agree tightly despite their size.
+  const bool causal = GENERATE(false, true);
+  const Problem p = make_problem(1, 2, 2, 70, 90, 64, causal, Layout::BNHD);
+  const std::uint64_t seed = 300;
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> big(-100, 100);
+  Inputs in = random_inputs(p, seed);  // V stays normal
+  for (float& x : in.q) x = static_cast<float>(big(rng));
+  for (float& x : in.k) x = static_cast<float>(big(rng));
+  const auto ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data(), true);
+  double max_score = 0.0;
+  for (double s : ref.s)
+    if (std::isfinite(s)) max_score = std::max(max_score, std::abs(s));
+  CAPTURE(max_score);
+  REQUIRE(max_score > 5e3);  // the test is about what it says it is about
+  for (const auto& opt : {fa::ref::StreamingOptions{1, 1}, fa::ref::StreamingOptions{16, 7},
+                          fa::ref::StreamingOptions{64, 64}}) {
+    CAPTURE(opt.block_q, opt.block_kv);
+    const Streamed s = stream(p, in, opt);
+    bool all_finite = true;
+    for (float x : s.o) all_finite = all_finite && std::isfinite(x);
+    for (float x : s.lse) all_finite = all_finite && std::isfinite(x);
+    CHECK(all_finite);
+    CHECK(rel_error(s.o, ref.o) < kTol);
+    CHECK(rel_error(s.lse, ref.lse) < kTol);
+  }
+}
+
+TEST_CASE("rows that see no key give O = 0 and L = -inf, never NaN",
+          "[cpu][reference][streaming]") {
+  // Causal with N_q = 50 > N_kv = 20: rows 0..29 see nothing. Tiles of 16 rows mix such
+  // rows with rows that do see keys (rows 30, 31), which exercises the -inf − (-inf) guard.
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  const Problem p = make_problem(2, 2, 1, 50, 20, 32, true, layout);
+  const std::uint64_t seed = 400;
+  CAPTURE(seed);
+  const Inputs in = random_inputs(p, seed);
+  const int first_seeing = p.n_q - p.n_kv;  // kv_end(i) = i − 30 + 1 > 0 from i = 30
+  const auto ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+  std::vector<float> plain_lse;
+  const auto plain = fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(),
+                                              &plain_lse);
+  for (const auto& opt : {fa::ref::StreamingOptions{1, 1}, fa::ref::StreamingOptions{16, 16},
+                          fa::ref::StreamingOptions{16, 7}, fa::ref::StreamingOptions{64, 64}}) {
+    CAPTURE(opt.block_q, opt.block_kv);
+    const Streamed s = stream(p, in, opt);
+    int wrong_empty_rows = 0, nan_entries = 0;
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads_q; ++h)
+        for (int i = 0; i < p.n_q; ++i) {
+          const std::int64_t row = (std::int64_t{b} * p.heads_q + h) * p.n_q + i;
+          for (int t = 0; t < p.head_dim; ++t) {
+            const std::int64_t x = q_index(p, b, h, i, t);
+            nan_entries += std::isnan(s.o[x]) + std::isnan(ref.o[x]) + std::isnan(plain[x]);
+            if (i < first_seeing)
+              wrong_empty_rows += (s.o[x] != 0.f) + (ref.o[x] != 0.0) + (plain[x] != 0.f);
+          }
+          nan_entries += std::isnan(s.lse[row]) + std::isnan(ref.lse[row]) +
+                         std::isnan(plain_lse[row]);
+          if (i < first_seeing)
+            wrong_empty_rows += (s.lse[row] != kNegInf) + (ref.lse[row] != kNegInf) +
+                                (plain_lse[row] != kNegInf);
+        }
+    CHECK(nan_entries == 0);
+    CHECK(wrong_empty_rows == 0);
+    CHECK(rel_error(s.o, ref.o) < kTol);
+    CHECK(rel_error(s.lse, ref.lse) < kTol);
+  }
+}
+
+TEST_CASE("NaN in one V entry reaches exactly the outputs that depend on it",
+          "[cpu][reference][streaming]") {
+  // V[key j, column c] = NaN. O[i, c] depends on it iff row i sees key j; other columns of
+  // O and all of L never do. The reference must show exactly that. The streaming model
+  // must show NaN wherever the reference does. (Like the GPU kernels, it may also spread
+  // NaN to a masked row inside the same tile, through 0 · NaN; that is not checked.)
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  const Problem p = make_problem(1, 2, 1, 40, 40, 16, true, layout);
+  const std::uint64_t seed = 500;
+  CAPTURE(seed);
+  Inputs in = random_inputs(p, seed);
+  const int j_nan = 25, c_nan = 3;  // causal, N_q = N_kv: rows i >= 25 see key 25
+  in.v[j_nan * p.kv_strides().row + c_nan] = kNaN;
+
+  const auto ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+  const auto plain = fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data());
+  const Streamed s = stream(p, in, {16, 16});
+  int ref_wrong = 0, plain_wrong = 0, stream_missed = 0;
+  for (int h = 0; h < p.heads_q; ++h)
+    for (int i = 0; i < p.n_q; ++i)
+      for (int t = 0; t < p.head_dim; ++t) {
+        const bool depends = (t == c_nan) && (j_nan < p.kv_end(i));
+        const std::int64_t x = q_index(p, 0, h, i, t);
+        ref_wrong += std::isnan(ref.o[x]) != depends;
+        plain_wrong += std::isnan(plain[x]) != depends;
+        stream_missed += depends && !std::isnan(s.o[x]);
+      }
+  CHECK(ref_wrong == 0);
+  CHECK(plain_wrong == 0);
+  CHECK(stream_missed == 0);
+  for (double x : ref.lse) CHECK(std::isfinite(x));  // V does not enter L
+}
+
+TEST_CASE("NaN in Q is not hidden by the max or the empty-row guard",
+          "[cpu][reference][streaming]") {
+  // A NaN score must not be mistaken for "everything masked" (which would give O = 0).
+  const Problem p = make_problem(1, 1, 1, 20, 20, 8, true, Layout::BNHD);
+  const std::uint64_t seed = 600;
+  CAPTURE(seed);
+  Inputs in = random_inputs(p, seed);
+  const int i_nan = 5;
+  in.q[i_nan * p.q_strides().row] = kNaN;
+  const auto ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+  std::vector<float> plain_lse;
+  const auto plain = fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(),
+                                              &plain_lse);
+  for (const auto& opt : {fa::ref::StreamingOptions{1, 1}, fa::ref::StreamingOptions{4, 4}}) {
+    CAPTURE(opt.block_q, opt.block_kv);
+    const Streamed s = stream(p, in, opt);
+    CHECK(std::isnan(s.lse[i_nan]));
+    CHECK(std::isnan(s.lse[i_nan - 1]) == false);
+    for (int t = 0; t < p.head_dim; ++t) CHECK(std::isnan(s.o[i_nan * p.q_strides().row + t]));
+  }
+  CHECK(std::isnan(ref.lse[i_nan]));
+  CHECK(std::isnan(plain_lse[i_nan]));
+  for (int t = 0; t < p.head_dim; ++t) {
+    CHECK(std::isnan(ref.o[i_nan * p.q_strides().row + t]));
+    CHECK(std::isnan(plain[i_nan * p.q_strides().row + t]));
+  }
+}
+
+TEST_CASE("streaming model rejects block sizes below 1, naming the parameter", "[cpu][streaming]") {
+  const Problem p = make_problem(1, 1, 1, 4, 4, 8, false, Layout::BNHD);
+  const Inputs in = random_inputs(p, 1);
+  std::vector<float> o(p.q_elems()), lse(p.lse_elems());
+  auto message = [&](fa::ref::StreamingOptions opt) -> std::string {
+    try {
+      fa::ref::streaming_attention(p, in.q.data(), in.k.data(), in.v.data(), o.data(),
+                                   lse.data(), opt);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(no exception)";
+  };
+  const std::string bad_q = message({0, 64}), bad_kv = message({64, -3});
+  CAPTURE(bad_q, bad_kv);
+  CHECK(bad_q.find("block_q (0)") != std::string::npos);
+  CHECK(bad_kv.find("block_kv (-3)") != std::string::npos);
+  CHECK(message({1, 1}) == "(no exception)");
+}

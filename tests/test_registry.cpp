@@ -1,0 +1,88 @@
+// test_registry.cpp — every registered step rejects what it cannot run, before any launch,
+// with a message that names the parameter, its value and the limit. CPU only.
+#include <algorithm>
+#include <string>
+
+#include "catch.hpp"
+#include "registry.h"
+
+namespace {
+bool mentions(const std::string& msg, const std::string& what) {
+  return msg.find(what) != std::string::npos;
+}
+fa::Problem ok_problem(const fa::StepInfo& s) {
+  fa::Problem p;
+  p.batch = 2;
+  p.heads_q = 4;
+  p.heads_kv = s.gqa ? 2 : 4;
+  p.n_q = p.n_kv = 100;
+  p.head_dim = s.head_dims.empty() ? 64 : s.head_dims.front();
+  p.dtype = s.dtypes.front();
+  return p;
+}
+}  // namespace
+
+TEST_CASE("steps are registered in order and found by name, number or slug", "[registry]") {
+  REQUIRE_FALSE(fa::steps().empty());
+  int last = -1;
+  for (const fa::StepInfo* s : fa::steps()) {
+    CHECK(s->number > last);
+    last = s->number;
+    CHECK(fa::find_step(s->name) == s);
+    CHECK(fa::find_step(std::to_string(s->number)) == s);
+    const std::string name = s->name;
+    CHECK(fa::find_step(name.substr(name.find('_') + 1)) == s);
+    CHECK(s->run != nullptr);
+  }
+  CHECK(fa::find_step("no_such_step") == nullptr);
+  CHECK(fa::find_step("99") == nullptr);
+}
+
+TEST_CASE("each step rejects unsupported problems with a clear message", "[registry]") {
+  for (const fa::StepInfo* s : fa::steps()) {
+    INFO(s->name);
+    fa::Problem p = ok_problem(*s);
+    REQUIRE(fa::check_step(*s, p).empty());
+
+    fa::Problem bad = p;
+    bad.head_dim = s->head_dims.empty() ? s->max_head_dim + 1 : 48;
+    CHECK(mentions(fa::check_step(*s, bad), "head_dim (" + std::to_string(bad.head_dim) + ")"));
+
+    bad = p;
+    bad.n_kv = 0;
+    CHECK(mentions(fa::check_step(*s, bad), "n_kv (0)"));
+
+    bad = p;
+    bad.heads_q = 3;
+    bad.heads_kv = 2;
+    CHECK(mentions(fa::check_step(*s, bad), "heads_q (3) must be a multiple of heads_kv (2)"));
+
+    for (fa::DType t : {fa::DType::F32, fa::DType::F16, fa::DType::BF16}) {
+      bad = p;
+      bad.dtype = t;
+      const bool supported =
+          std::find(s->dtypes.begin(), s->dtypes.end(), t) != s->dtypes.end();
+      CHECK(fa::check_step(*s, bad).empty() == supported);
+      if (!supported) CHECK(mentions(fa::check_step(*s, bad), "dtype"));
+    }
+  }
+}
+
+TEST_CASE("launch checks catch null and misaligned pointers", "[registry]") {
+  for (const fa::StepInfo* s : fa::steps()) {
+    INFO(s->name);
+    const fa::Problem p = ok_problem(*s);
+    alignas(64) static float dummy[64];
+    fa::DeviceTensors t;
+    t.q = t.k = t.v = dummy;
+    t.o = dummy;
+    t.lse = dummy;
+    fa::DeviceTensors null_k = t;
+    null_k.k = nullptr;
+    CHECK(mentions(fa::check_launch(*s, p, null_k, 0), "pointer k is null"));
+    fa::DeviceTensors odd = t;
+    odd.v = reinterpret_cast<const char*>(dummy) + 2;
+    CHECK(mentions(fa::check_launch(*s, p, odd, 0), "pointer v"));
+    CHECK(mentions(fa::check_launch(*s, p, odd, 0), "aligned"));
+  }
+}

@@ -1,0 +1,223 @@
+// test_steps.cpp — the GPU test suite, the same for every registered step.
+//
+// Each case draws fresh random inputs from a printed seed, runs the step on outputs poisoned
+// with NaN, and judges O and L against the double-precision reference with the tolerance
+// policy of compare.h (set from what a plain float implementation achieves on the same
+// inputs). The program is linked with one step (test_NN_slug), so steps() holds that step.
+//
+// Replay a failure: FA_SEED=<seed printed in the failure> test_NN_slug "[group]"
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <vector>
+
+#include "attention.h"
+#include "catch.hpp"
+#include "compare.h"
+#include "inputs.h"
+#include "registry.h"
+
+namespace {
+
+using fa::Distribution;
+using fa::Problem;
+using fa::StepInfo;
+
+// One base seed per program run, printed once; each case gets base + a counter.
+std::uint64_t next_seed() {
+  static const std::uint64_t base = [] {
+    const char* env = std::getenv("FA_SEED");
+    const std::uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
+    std::cout << "test seed: FA_SEED=" << s << std::endl;
+    return s;
+  }();
+  static std::uint64_t counter = 0;
+  return base + counter++;
+}
+
+// The head dims to test: 32, 64, 128 where the step supports them, else its own list.
+std::vector<int> dims_for(const StepInfo& s) {
+  std::vector<int> out;
+  for (int d : {32, 64, 128}) {
+    Problem p;
+    p.head_dim = d;
+    if (fa::check_step(s, p).empty()) out.push_back(d);
+  }
+  if (out.empty()) out = s.head_dims;
+  return out;
+}
+
+Problem make_problem(int b, int hq, int hkv, int nq, int nkv, int d, bool causal,
+                     fa::Layout layout = fa::Layout::BNHD) {
+  Problem p;
+  p.batch = b;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.n_q = nq;
+  p.n_kv = nkv;
+  p.head_dim = d;
+  p.causal = causal;
+  p.layout = layout;
+  return p;
+}
+
+struct Outputs {
+  std::vector<float> o, lse;
+};
+
+// Runs `step` on fresh poisoned outputs and returns what it wrote.
+Outputs run_on_device(const StepInfo& step, const fa::HostInputs& in) {
+  const Problem& p = in.problem;
+  fa::DeviceProblem dev(in, step.workspace_bytes ? step.workspace_bytes(p) : 0);
+  dev.poison();
+  fa::run_step(step, p, dev.tensors(), dev.workspace());
+  Outputs out;
+  dev.download(&out.o, &out.lse);
+  return out;
+}
+
+// The verdict on one output against the reference, "" when it passes.
+std::string verdict(const Problem& p, const Outputs& got, const fa::ref::Result& ref,
+                    const std::vector<float>& plain_o, const std::vector<float>& plain_lse) {
+  std::string e = fa::judge(fa::compare_output(p, got.o, ref.o),
+                            fa::compare_output(p, plain_o, ref.o), "O");
+  if (e.empty())
+    e = fa::judge(fa::compare_lse(p, got.lse, ref.lse), fa::compare_lse(p, plain_lse, ref.lse),
+                  "L");
+  return e;
+}
+
+// The one check every group uses.
+void check_case(const StepInfo& step, const Problem& p,
+                Distribution dist = Distribution::Normal) {
+  const std::uint64_t seed = next_seed();
+  INFO(step.name << ": " << p.describe() << " dist=" << fa::distribution_name(dist)
+                 << " FA_SEED=" << seed);
+  REQUIRE(fa::check_step(step, p).empty());
+  const fa::HostInputs in = fa::make_inputs(p, dist, seed);
+  const fa::ref::Result ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+  std::vector<float> plain_lse;
+  const std::vector<float> plain_o =
+      fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(), &plain_lse);
+  const Outputs got = run_on_device(step, in);
+  const std::string e = verdict(p, got, ref, plain_o, plain_lse);
+  INFO(e);
+  CHECK(e.empty());
+}
+
+const std::vector<int> kSizes = {1, 17, 64, 127, 128, 129, 1000};
+
+}  // namespace
+
+TEST_CASE("every N, d and N_q != N_kv", "[shapes]") {
+  for (const StepInfo* step : fa::steps())
+    for (int d : dims_for(*step)) {
+      for (int n : kSizes) check_case(*step, make_problem(n <= 129 ? 2 : 1, 2, 2, n, n, d, false));
+      for (auto [nq, nkv] : {std::pair{17, 129}, {128, 1}, {1, 1000}, {200, 64}})
+        check_case(*step, make_problem(1, 2, 2, nq, nkv, d, false));
+    }
+}
+
+TEST_CASE("causal, bottom-right aligned, including N_q != N_kv", "[causal]") {
+  for (const StepInfo* step : fa::steps()) {
+    if (!step->causal) continue;
+    for (int d : dims_for(*step)) {
+      for (int n : kSizes) check_case(*step, make_problem(n <= 129 ? 2 : 1, 2, 2, n, n, d, true));
+      // N_q > N_kv leaves the first N_q - N_kv rows without any key (O = 0, L = -inf).
+      for (auto [nq, nkv] :
+           {std::pair{17, 129}, {129, 17}, {1, 1000}, {1000, 1}, {64, 200}, {200, 64}})
+        check_case(*step, make_problem(1, 2, 2, nq, nkv, d, true));
+    }
+  }
+}
+
+TEST_CASE("grouped-query and multi-query attention", "[gqa]") {
+  for (const StepInfo* step : fa::steps()) {
+    if (!step->gqa) continue;
+    for (int d : dims_for(*step))
+      for (bool causal : {false, true}) {
+        check_case(*step, make_problem(2, 6, 2, 129, 129, d, causal));  // GQA, groups of 3
+        check_case(*step, make_problem(1, 4, 1, 100, 257, d, causal));  // MQA
+      }
+  }
+}
+
+TEST_CASE("[B, H, N, d] layout as well as [B, N, H, d]", "[layout]") {
+  for (const StepInfo* step : fa::steps())
+    for (int d : dims_for(*step)) {
+      check_case(*step, make_problem(2, 3, 3, 129, 129, d, false, fa::Layout::BHND));
+      check_case(*step, make_problem(1, 2, 2, 1000, 1000, d, step->causal, fa::Layout::BHND));
+      if (step->gqa)
+        check_case(*step, make_problem(2, 4, 2, 77, 200, d, step->causal, fa::Layout::BHND));
+    }
+}
+
+TEST_CASE("mean-shifted and large-magnitude inputs", "[distributions]") {
+  for (const StepInfo* step : fa::steps())
+    for (int d : dims_for(*step))
+      for (Distribution dist : {Distribution::Shifted, Distribution::Large})
+        for (bool causal : {false, true}) {
+          if (causal && !step->causal) continue;
+          check_case(*step, make_problem(2, 2, 2, 129, 129, d, causal), dist);
+          check_case(*step, make_problem(1, 2, 2, 1000, 1000, d, causal), dist);
+        }
+}
+
+TEST_CASE("edges: fully masked rows, many heads, odd d, and checks that can fail", "[edges]") {
+  for (const StepInfo* step : fa::steps()) {
+    const int d = dims_for(*step).front();
+    if (step->causal) {
+      // Rows 0..63 see no key at all: O must be exactly 0 and L exactly -inf, never NaN.
+      const Problem p = make_problem(1, 2, 2, 100, 36, d, true);
+      const fa::HostInputs in = fa::make_inputs(p, Distribution::Normal, next_seed());
+      const Outputs got = run_on_device(*step, in);
+      const fa::Strides s = p.q_strides();
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < 64; ++i) {
+          INFO(step->name << " h=" << h << " i=" << i);
+          REQUIRE(std::isinf(got.lse[h * p.n_q + i]));
+          REQUIRE(got.lse[h * p.n_q + i] < 0);
+          for (int c = 0; c < d; ++c) REQUIRE(got.o[h * s.head + i * s.row + c] == 0.f);
+        }
+      check_case(*step, p);
+    }
+    check_case(*step, make_problem(3, 5, 5, 65, 65, d, step->causal));  // B·H not a power of 2
+    Problem odd = make_problem(1, 2, 2, 33, 33, 17, false);
+    if (fa::check_step(*step, odd).empty()) check_case(*step, odd);
+
+    // The judge must reject an output with one wrong element, and one never written.
+    const Problem p = make_problem(1, 2, 2, 64, 64, d, false);
+    const fa::HostInputs in = fa::make_inputs(p, Distribution::Normal, next_seed());
+    const fa::ref::Result ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+    std::vector<float> plain_lse;
+    const auto plain_o = fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(),
+                                                  &plain_lse);
+    Outputs got = run_on_device(*step, in);
+    REQUIRE(verdict(p, got, ref, plain_o, plain_lse).empty());
+    got.o[got.o.size() / 2] += 0.01f;
+    CHECK_FALSE(verdict(p, got, ref, plain_o, plain_lse).empty());
+    fa::DeviceProblem unrun(in, 0);  // poisoned, the step never launched
+    Outputs poisoned;
+    unrun.download(&poisoned.o, &poisoned.lse);
+    CHECK_FALSE(verdict(p, poisoned, ref, plain_o, plain_lse).empty());
+  }
+}
+
+TEST_CASE("the same inputs give bitwise-identical outputs", "[determinism]") {
+  for (const StepInfo* step : fa::steps()) {
+    const Problem p = make_problem(2, 4, step->gqa ? 2 : 4, 1000, 1000, dims_for(*step).back(),
+                                   step->causal);
+    const std::uint64_t seed = next_seed();
+    INFO(step->name << ": " << p.describe() << " FA_SEED=" << seed);
+    const fa::HostInputs in = fa::make_inputs(p, Distribution::Normal, seed);
+    const Outputs a = run_on_device(*step, in);
+    for (int rep = 0; rep < 3; ++rep) {
+      const Outputs b = run_on_device(*step, in);
+      REQUIRE(std::memcmp(a.o.data(), b.o.data(), a.o.size() * sizeof(float)) == 0);
+      REQUIRE(std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0);
+    }
+  }
+}
