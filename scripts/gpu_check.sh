@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# gpu_check.sh — the GPU owner's check: build, run every test (none may be skipped), the tour,
+# the benchmarks of every step with the cuBLAS baseline, PyTorch's SDPA backends on the same
+# shapes, and write docs/results/<name>.json and .md (and the plots, if matplotlib is there).
+#
+#   scripts/gpu_check.sh                 # everything, PERF.md shapes (takes a few minutes)
+#   scripts/gpu_check.sh --quick         # N = 1024 and 4096 only
+#   options: --name h200  --logs DIR  --skip-tests  --skip-bench  --skip-peers
+#            --bench-args "..."  --peer-args "..."
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+orig_args="$*"
+name=h200 logs=build-gpu/logs quick=0 tests=1 bench=1 peers=1 bench_args="" peer_args=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --name) name=$2; shift ;;
+    --logs) logs=$2; shift ;;
+    --quick) quick=1 ;;
+    --skip-tests) tests=0 ;;
+    --skip-bench) bench=0 ;;
+    --skip-peers) peers=0 ;;
+    --bench-args) bench_args=$2; shift ;;
+    --peer-args) peer_args=$2; shift ;;
+    *) echo "error: unknown option $1 (see the top of $0)" >&2; exit 2 ;;
+  esac
+  shift
+done
+build=${FA_BUILD_DIR:-build-gpu}
+mkdir -p "$logs" docs/results
+py=python3
+step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+command -v nvcc >/dev/null 2>&1 || export PATH="/usr/local/cuda/bin:$PATH"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+commit=${FA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+echo "GPU: $gpu, driver $driver, commit $commit, $(date -u +%Y-%m-%dT%H:%MZ)"
+
+step "configure and build ($build)"
+[ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >"$logs/configure.log"
+cmake --build "$build" -j "$(nproc)" >"$logs/build.log" 2>&1 || { tail -40 "$logs/build.log"; exit 1; }
+echo "built"
+
+status=0
+if [ "$tests" = 1 ]; then
+  step "tests (every GPU test must run: none skipped)"
+  set +e
+  ctest --test-dir "$build" -j 8 --output-on-failure 2>&1 | tee "$logs/ctest.log" | grep -E "tests passed|tests failed|Test +#.*(Failed|Skipped|Not Run)|\*\*\*"
+  set -e
+  if grep -qE "Skipped|Not Run" "$logs/ctest.log"; then echo "FAIL: some tests were skipped"; status=1; fi
+  grep -q "100% tests passed" "$logs/ctest.log" || { echo "FAIL: not every test passed"; status=1; }
+fi
+
+step "tour"
+"$build/bin/tour" | tee "$logs/tour.log" || status=1
+"$build/bin/tour" --n 4096 --heads-q 8 --heads-kv 8 --causal | tee -a "$logs/tour.log" || status=1
+
+if [ "$bench" = 1 ]; then
+  step "benchmarks (ours and the cuBLAS baseline)"
+  ns="512,1024,2048,4096,8192,16384"; [ "$quick" = 1 ] && ns="1024,4096"
+  # shellcheck disable=SC2086
+  "$build/bin/bench_all" --ns "$ns" $bench_args --benchmark_out="$logs/bench.json" \
+      --benchmark_out_format=json 2>&1 | tee "$logs/bench.log"
+fi
+if [ "$peers" = 1 ]; then
+  step "peers: PyTorch SDPA backends, same shapes"
+  q=""; [ "$quick" = 1 ] && q="--quick"
+  # shellcheck disable=SC2086
+  PYTHONUNBUFFERED=1 $py scripts/peers.py $q $peer_args --out "$logs/peers.json" 2>&1 | tee "$logs/peers.log"
+fi
+
+step "results"
+args=()
+[ -f "$logs/bench.json" ] && args+=(--bench "$logs/bench.json")
+[ -f "$logs/peers.json" ] && args+=(--peers "$logs/peers.json")
+if [ ${#args[@]} -gt 0 ]; then
+  $py scripts/make_results.py "${args[@]}" --merge --gpu "$gpu" --driver "$driver" \
+      --commit "$commit" --date "$(date -u +%Y-%m-%d)" \
+      --command "scripts/gpu_check.sh $orig_args" \
+      --out-json "docs/results/$name.json" --out-md "docs/results/$name.md"
+  $py scripts/plots.py --results "docs/results/$name.json" --outdir docs/images --prefix "${name}_" || true
+fi
+[ "$status" = 0 ] && echo "GPU check: OK" || echo "GPU check: FAILED (see $logs)"
+exit $status

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# setup.sh — make sure the build's dependencies are present (sourced by tour.sh and test.sh).
+#
+# Installs missing Debian/Ubuntu packages when it may (root, or sudo without a password);
+# otherwise prints the exact apt line. Says how to get the CUDA toolkit when nvcc is missing.
+# Idempotent: a second run finds everything and does nothing. FA_NO_INSTALL=1 never installs.
+
+fa_packages="cmake g++ make libeigen3-dev catch2 libbenchmark-dev libcli11-dev"
+
+fa_setup() {
+  # The CUDA toolkit: nvcc on PATH, or in the usual place.
+  if ! command -v nvcc >/dev/null 2>&1; then
+    if [ -x /usr/local/cuda/bin/nvcc ]; then
+      export PATH="/usr/local/cuda/bin:$PATH"
+    else
+      cat >&2 <<'MSG'
+error: nvcc (the CUDA toolkit) was not found on PATH or in /usr/local/cuda/bin.
+  Install CUDA 12.4 or newer from NVIDIA's repository for your distribution, e.g. on
+  Debian 12 / Ubuntu 22.04 / 24.04 after adding it (https://developer.nvidia.com/cuda-downloads):
+      sudo apt-get install cuda-toolkit
+  then run this command again (or put its bin/ folder on PATH).
+MSG
+      return 1
+    fi
+  fi
+
+  if ! command -v dpkg >/dev/null 2>&1; then
+    echo "note: not a Debian/Ubuntu system; make sure these are installed: $fa_packages" >&2
+    return 0
+  fi
+  local missing=""
+  for p in $fa_packages; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+  done
+  [ -z "$missing" ] && return 0
+
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo"; else sudo="none"; fi
+  fi
+  if [ "${FA_NO_INSTALL:-0}" = 1 ] || [ "$sudo" = none ]; then
+    echo "Missing packages:$missing. Install them with:" >&2
+    echo "    sudo apt-get update && sudo apt-get install -y$missing" >&2
+    echo "(trying to build anyway: they may be installed some other way)" >&2
+    return 0
+  fi
+  echo "Installing:$missing"
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq$missing; } >/dev/null; then
+    echo "warning: apt-get could not install$missing; trying to build anyway" >&2
+  fi
+  return 0
+}
+
+# The preset: "ci" (sm_90 only) under CI, otherwise "default" (this machine's GPU).
+fa_preset() {
+  if [ -n "${FA_PRESET:-}" ]; then echo "$FA_PRESET"; elif [ "${CI:-}" = true ]; then echo ci; else echo default; fi
+}
+
+# Configures once (incremental afterwards) and builds the given targets.
+fa_build() {
+  local preset; preset=$(fa_preset)
+  local dir=build; [ "$preset" = default ] || dir="build-$preset"
+  if [ ! -f "$dir/CMakeCache.txt" ]; then
+    cmake --preset "$preset" >/dev/null || return 1
+  fi
+  cmake --build "$dir" -j "$(nproc)" "$@"
+}
