@@ -85,7 +85,9 @@ void time_it(benchmark::State& state, const fa::Problem& p, std::size_t extra_by
   const double med = fa::median(ms);
   state.counters["median_ms"] = med;
   state.counters["tflops"] = fa::attention_flops(p) / (med * 1e-3) / 1e12;
-  state.counters["extra_device_bytes"] = double(extra_bytes);
+  // Same definition as scripts/peers.py: what a call needs beyond its inputs, output included.
+  const double out_bytes = double(fa::dtype_size(p.dtype)) * p.q_elems() + 4.0 * p.lse_elems();
+  state.counters["extra_device_bytes"] = double(extra_bytes) + out_bytes;
   state.counters["nxn_bytes"] = nxn_bytes;
   state.counters["min_io_bytes"] = fa::min_io_bytes(p);
 }
