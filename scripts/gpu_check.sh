@@ -5,13 +5,13 @@
 #
 #   scripts/gpu_check.sh                 # everything, PERF.md shapes (takes a few minutes)
 #   scripts/gpu_check.sh --quick         # N = 1024 and 4096 only
-#   options: --name h200  --logs DIR  --skip-tests  --skip-bench  --skip-peers
+#   options: --name h200  --logs DIR  --skip-tests  --skip-bench  --skip-peers  --skip-traffic
 #            --bench-args "..."  --peer-args "..."
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 orig_args="$*"
-name=h200 logs=build-gpu/logs quick=0 tests=1 bench=1 peers=1 bench_args="" peer_args=""
+name=h200 logs=build-gpu/logs quick=0 tests=1 bench=1 peers=1 traffic=1 bench_args="" peer_args=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) name=$2; shift ;;
@@ -20,6 +20,7 @@ while [ $# -gt 0 ]; do
     --skip-tests) tests=0 ;;
     --skip-bench) bench=0 ;;
     --skip-peers) peers=0 ;;
+    --skip-traffic) traffic=0 ;;
     --bench-args) bench_args=$2; shift ;;
     --peer-args) peer_args=$2; shift ;;
     *) echo "error: unknown option $1 (see the top of $0)" >&2; exit 2 ;;
@@ -52,6 +53,9 @@ if [ "$tests" = 1 ]; then
   grep -q "100% tests passed" "$logs/ctest.log" || { echo "FAIL: not every test passed"; status=1; }
 fi
 
+step "the C API through Python (scripts/flash_tutorial.py) against PyTorch"
+FLASH_TUTORIAL_LIB="$build/lib/libflash_tutorial.so" $py scripts/check_python_api.py 2>&1 | tee "$logs/python_api.log" || status=1
+
 step "tour"
 "$build/bin/tour" | tee "$logs/tour.log" || status=1
 "$build/bin/tour" --n 4096 --heads-q 8 --heads-kv 8 --causal | tee -a "$logs/tour.log" || status=1
@@ -62,6 +66,11 @@ if [ "$bench" = 1 ]; then
   # shellcheck disable=SC2086
   "$build/bin/bench_all" --ns "$ns" $bench_args --benchmark_out="$logs/bench.json" \
       --benchmark_out_format=json 2>&1 | tee "$logs/bench.log"
+fi
+if [ "$traffic" = 1 ]; then
+  step "HBM traffic per step (ncu)"
+  $py scripts/ncu_traffic.py --tour "$build/bin/tour" --out-md "docs/results/$name-traffic.md" \
+      --out-json "docs/results/$name-traffic.json" 2>&1 | tee "$logs/traffic.log" || status=1
 fi
 if [ "$peers" = 1 ]; then
   step "peers: PyTorch SDPA backends, same shapes"

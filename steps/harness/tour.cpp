@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
   std::string dtype = "fp32", layout = "bnhd", dist_name = "normal", step_key;
   std::uint64_t seed = 42;
   int reps = 20, warmup = 3;
+  bool no_check = false;
   app.add_option("-b,--batch", p.batch, "batch size B")->capture_default_str();
   app.add_option("--heads-q", p.heads_q, "query heads H_q")->capture_default_str();
   app.add_option("--heads-kv", p.heads_kv, "key/value heads H_kv (GQA when < H_q)")
@@ -96,7 +97,11 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype, "fp32, fp16 or bf16")->capture_default_str();
   app.add_option("--dist", dist_name, "inputs: normal, shifted or large")->capture_default_str();
   app.add_option("--seed", seed, "random seed")->capture_default_str();
-  app.add_option("--step", step_key, "run one step only (name, number or slug)");
+  app.add_option("--step", step_key,
+                 "run one step only (name, number or slug; cublas_baseline for the baseline)");
+  app.add_flag("--no-check", no_check,
+               "skip the CPU reference and the error column: each step runs warmup + reps "
+               "times, no more (for profilers such as ncu)");
   app.add_option("--reps", reps, "timed repetitions (median reported)")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed runs first")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -125,7 +130,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<const fa::StepInfo*> chosen = fa::steps();
-  if (!step_key.empty()) {
+  const bool baseline_only = step_key == "cublas_baseline";
+  if (baseline_only) {
+    chosen.clear();
+  } else if (!step_key.empty()) {
     const fa::StepInfo* s = fa::find_step(step_key);
     if (!s) {
       std::cerr << "error: --step (" << step_key << ") is not a registered step; known: "
@@ -144,16 +152,20 @@ int main(int argc, char** argv) {
 
   // CPU: the reference (double) and the streaming model (float, online softmax over tiles).
   const fa::HostInputs in = fa::make_inputs(p, dist, seed);
-  const auto t0 = std::chrono::steady_clock::now();
-  const fa::ref::Result ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
-  const double ref_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<float> so(in.q.size()), sl(static_cast<std::size_t>(p.lse_elems()));
-  fa::ref::streaming_attention(p, in.q.data(), in.k.data(), in.v.data(), so.data(), sl.data());
-  const fa::Comparison sc = fa::compare_output(p, so, ref.o);
-  std::printf("CPU reference (Eigen, double): %.3f s\n", ref_s);
-  std::printf("CPU streaming model (online softmax, 64×64 tiles, float): max|err| %.2e, "
-              "rel %.2e — same result, no N×N matrix\n\n",
-              sc.max_abs_err, sc.rel_err);
+  fa::ref::Result ref;
+  if (!no_check) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+    const double ref_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<float> so(in.q.size()), sl(static_cast<std::size_t>(p.lse_elems()));
+    fa::ref::streaming_attention(p, in.q.data(), in.k.data(), in.v.data(), so.data(), sl.data());
+    const fa::Comparison sc = fa::compare_output(p, so, ref.o);
+    std::printf("CPU reference (Eigen, double): %.3f s\n", ref_s);
+    std::printf("CPU streaming model (online softmax, 64×64 tiles, float): max|err| %.2e, "
+                "rel %.2e — same result, no N×N matrix\n\n",
+                sc.max_abs_err, sc.rel_err);
+  }
 
   int devices = 0;
   const cudaError_t derr = cudaGetDeviceCount(&devices);
@@ -177,15 +189,19 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   int failures = 0;
   auto measure = [&](Row& r, auto&& run_once, fa::DeviceProblem& dev) {
-    dev.poison();
-    run_once();
-    std::vector<float> o, lse;
-    dev.download(&o, &lse);
-    const fa::Comparison c = fa::compare_output(p, o, ref.o);
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.2e", c.max_abs_err);
-    r.err = c.mismatches ? "NaN/Inf!" : buf;
-    if (c.mismatches) ++failures;
+    if (!no_check) {
+      dev.poison();
+      run_once();
+      std::vector<float> o, lse;
+      dev.download(&o, &lse);
+      const fa::Comparison c = fa::compare_output(p, o, ref.o);
+      std::snprintf(buf, sizeof buf, "%.2e", c.max_abs_err);
+      r.err = c.mismatches ? "NaN/Inf!" : buf;
+      if (c.mismatches) ++failures;
+    } else {
+      r.err = "-";
+    }
     const double ms = fa::time_median_ms(run_once, warmup, reps);
     std::snprintf(buf, sizeof buf, "%.3f", ms);
     r.ms = buf;
@@ -217,7 +233,7 @@ int main(int argc, char** argv) {
     }
     rows.push_back(r);
   }
-  if (step_key.empty() && p.dtype == fa::DType::F32) {
+  if ((step_key.empty() || baseline_only) && p.dtype == fa::DType::F32) {
     Row r;
     r.name = "cublas_baseline";
     r.lesson = "standard attention: cuBLAS SGEMM, softmax, SGEMM";
