@@ -53,6 +53,11 @@ if [ "$tests" = 1 ]; then
   grep -q "100% tests passed" "$logs/ctest.log" || { echo "FAIL: not every test passed"; status=1; }
 fi
 
+step "mutants: the tests must fail on broken kernels"
+{ echo "# scripts/mutation_check.sh on $gpu, driver $driver, $(date -u +%Y-%m-%d), commit $commit"
+  scripts/mutation_check.sh; } 2>&1 | tee "docs/results/$name-mutants.txt"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+
 step "the C API through Python (scripts/flash_tutorial.py) against PyTorch"
 FLASH_TUTORIAL_LIB="$build/lib/libflash_tutorial.so" $py scripts/check_python_api.py 2>&1 | tee "$logs/python_api.log" || status=1
 
