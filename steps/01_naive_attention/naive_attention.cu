@@ -14,12 +14,13 @@
 // global memory: no reuse through shared memory yet (that is step 02).
 //
 // Build and run:
-//   cmake --build build --target 01_naive_attention && build/steps/01_naive_attention --n 1024
+//   cmake --build build --target 01_naive_attention && build/bin/01_naive_attention --n 1024
 //
 // Not yet: data reuse (step 02), fusing softmax with PV (step 03), or keeping S on chip
 // (step 04). fp32 only.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -127,10 +128,12 @@ std::size_t workspace_bytes(const Problem& p) {
 std::size_t nxn_bytes_written(const Problem& p) { return workspace_bytes(p); }
 
 std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
+  // scores and PV put B·H_q on grid z, the softmax on grid y: both limits apply.
   const long long bh = static_cast<long long>(p.batch) * p.heads_q;
-  if (bh > prop.maxGridSize[2])
-    return "batch*heads_q (" + std::to_string(bh) + ") exceeds the grid z limit of " +
-           std::to_string(prop.maxGridSize[2]) + " for step 01_naive_attention";
+  const int bh_limit = std::min(prop.maxGridSize[1], prop.maxGridSize[2]);
+  if (bh > bh_limit)
+    return "batch*heads_q (" + std::to_string(bh) + ") exceeds the grid limit of " +
+           std::to_string(bh_limit) + " for step 01_naive_attention";
   if ((p.n_q + kTile - 1) / kTile > prop.maxGridSize[1])
     return "n_q (" + std::to_string(p.n_q) + ") exceeds the grid y limit of step 01";
   return {};

@@ -1,23 +1,24 @@
 // Step 02 — tiled matmul: the same three kernels, but both matmuls reuse data on chip.
 //
 // What changed since step 01: S = scale · Q Kᵀ and O = P V are now shared-memory tiled GEMMs.
-// A block of 256 threads owns a 128-row output tile. It walks the reduction dimension (d for
-// QKᵀ, N_kv for PV) in chunks of 32: the whole block copies a chunk of each operand from
-// global memory into shared memory with coalesced loads, waits at a barrier, and then every
-// thread computes an 8 × 8 (or 8 × 4) micro-tile of outputs from shared memory into
-// registers. Each element loaded from HBM is now used by a whole tile of outputs instead of
-// by one. The softmax kernel is unchanged, and S and P are still written to HBM.
+// A block of 256 threads owns a tile of outputs (128 × 128 scores; 128 × 64 or 64 × 128 of
+// O). It walks the reduction dimension (d for QKᵀ, N_kv for PV) in chunks of 8: the whole
+// block copies a chunk of each operand from global into shared memory with coalesced loads,
+// waits at a barrier, and then every thread computes a micro-tile of outputs (8 × 8 scores,
+// 32 outputs of O) from shared memory into registers. Each element loaded from HBM is now
+// used by a whole tile of outputs instead of by one. The softmax kernel is unchanged, and
+// S and P are still written to HBM.
 //
 // What it costs in memory traffic: S and P are unchanged from step 01 — 4·B·H·N_q·N_kv bytes
 // each, written once and read back (the softmax reads S and writes P, PV reads P). What
 // drops is the traffic for the operands: step 01 loaded 2·d floats per score (a Q row and a
 // K row, mostly from cache); here a block loads a 128 × d Q tile and a 128 × d K tile for
 // 128 × 128 scores, i.e. 2·d/128 floats per score. Likewise PV loads each P element once
-// (d ≤ 128) and each V element once per 128 query rows. With causal masking, tiles that the
-// mask hides entirely are skipped (their S is still written as -inf).
+// (d ≤ 128) and each V element once per tile of 128 or 64 query rows. With causal masking,
+// tiles that the mask hides entirely are skipped (their S is still written as -inf).
 //
 // Build and run:
-//   cmake --build build --target 02_tiled_matmul && build/steps/02_tiled_matmul --n 1024
+//   cmake --build build --target 02_tiled_matmul && build/bin/02_tiled_matmul --n 1024
 //
 // Not yet: fusing softmax with PV so P is never written (step 03), keeping S on chip
 // (step 04), overlapping the next tile's loads with compute (double buffering), tensor
@@ -41,22 +42,30 @@ struct Params {
   bool causal;
 };
 
-// Tiled GEMM configuration, shared by scores_kernel (QKᵀ) and pv_kernel (PV).
-constexpr int kThreadsX = 16;                      // a block is a 16 × 16 grid of threads,
-constexpr int kThreadsY = 16;                      // each owning a micro-tile of outputs
+// Tiled GEMM configuration. Both GEMMs use 256 threads as a 16 × 16 grid, each thread
+// owning a micro-tile of outputs, and walk the reduction dimension in chunks of kBlockK.
+constexpr int kThreadsX = 16;
+constexpr int kThreadsY = 16;
 constexpr int kThreads = kThreadsX * kThreadsY;    // 256
-constexpr int kBlockM = 128;                       // query rows per block (both GEMMs)
-constexpr int kBlockN = 128;                       // key rows per block (QKᵀ): S tile 128 × 128
-constexpr int kBlockK = 32;                        // reduction chunk: d (QKᵀ) or N_kv (PV)
+constexpr int kBlockK = 8;                         // reduction chunk: d (QKᵀ) or N_kv (PV)
 constexpr int kPad = 4;                            // smem row padding in floats, see below
+constexpr int kRowsPerPass = kThreads / kBlockK;   // tile rows one pass of loads fills: 32
+// scores_kernel: a 128 × 128 tile of S per block, 8 × 8 scores per thread.
+constexpr int kBlockM = 128;                       // query rows per block
+constexpr int kBlockN = 128;                       // key rows per block
 constexpr int kThreadM = kBlockM / kThreadsY;      // 8 rows per thread
 constexpr int kThreadN = kBlockN / kThreadsX;      // 8 S columns per thread
-constexpr int kRowsPerPass = kThreads / kBlockK;   // tile rows loaded per pass: 8
+// pv_kernel: a tile of O as wide as the head (kBlockD = 64 or 128 columns), 32 outputs per
+// thread: 8 rows × 4 columns for kBlockD = 64, 4 rows × 8 columns for kBlockD = 128.
+template <int kBlockD>
+struct PvConfig {
+  static constexpr int kBlockM = kBlockD == 64 ? 128 : 64;  // query rows per block
+  static constexpr int kThreadM = kBlockM / kThreadsY;      // 8 or 4 rows per thread
+  static constexpr int kThreadD = kBlockD / kThreadsX;      // 4 or 8 columns per thread
+};
 constexpr int kSoftmaxThreads = 256;
 
-static_assert(kBlockK % 4 == 0, "the inner loop reads float4 along the reduction dimension");
-static_assert(2 * kBlockM * (kBlockK + kPad) * sizeof(float) <= 48 * 1024,
-              "static shared memory is limited to 48 KB per block");
+static_assert(kBlockK % 4 == 0, "the inner loops read float4 along the reduction dimension");
 
 /// Key rows [0, kv_end) are visible from query row i. Causal masks are aligned to the
 /// bottom-right corner, so with N_q ≠ N_kv the last query row still sees every key.
@@ -85,14 +94,15 @@ __device__ __forceinline__ float component(float4 v, int k) {
 __global__ void __launch_bounds__(kThreads, 2)
 scores_kernel(Params p, const float* __restrict__ q, const float* __restrict__ k,
               float* __restrict__ s) {
-  // TUTORIAL: why the +kPad. Shared memory has 32 banks of 4 bytes; addresses a multiple of
-  // 128 bytes apart fall in the same bank and are served one after another. In the inner
-  // loop the 16 threads of a half-warp read rows tx + 16·c of ks — without padding those
-  // rows are 32 floats apart and all 16 reads would hit one bank. With rows 36 floats apart
-  // consecutive rows start 4 banks further on, so 8 rows cover all 32 banks. 4 (not 1) keeps
-  // each row 16-byte aligned for float4 reads.
-  __shared__ __align__(16) float qs[kBlockM][kBlockK + kPad];  // Q tile, smem [128 × 32(+4)]
-  __shared__ __align__(16) float ks[kBlockN][kBlockK + kPad];  // K tile, smem [128 × 32(+4)]
+  // TUTORIAL: why the +kPad. Shared memory has 32 banks of 4 bytes; two addresses in the
+  // same bank (but not the same word) are served one after another — a bank conflict. In
+  // the inner loop the 16 threads of a half-warp read a float4 (4 banks) from each of the
+  // rows tx + 16·c of ks. Unpadded, rows are 8 floats apart and start in only 4 different
+  // 4-bank groups (0, 8, 16, 24): 4 passes for the 16 reads. Padded to 12 floats, rows 0..7
+  // start at banks 0, 12, 24, 4, 16, 28, 8, 20 — all 32 banks: 2 passes, the minimum for
+  // 256 bytes. The pad is 4 (not 1) so each row stays 16-byte aligned for float4 reads.
+  __shared__ __align__(16) float qs[kBlockM][kBlockK + kPad];  // Q tile, smem [128 × 8(+4)]
+  __shared__ __align__(16) float ks[kBlockN][kBlockK + kPad];  // K tile, smem [128 × 8(+4)]
 
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * kThreadsX + tx;
   const int j0 = blockIdx.x * kBlockN, i0 = blockIdx.y * kBlockM;  // tile origin in S
@@ -109,24 +119,28 @@ scores_kernel(Params p, const float* __restrict__ q, const float* __restrict__ k
   float acc[kThreadM][kThreadN] = {};  // this thread's 8 × 8 scores, registers
 
   for (int k0 = 0; k0 < d_end; k0 += kBlockK) {
-    // Load the chunk [k0, k0 + 32) of d for 128 Q rows and 128 K rows. Consecutive threads
-    // read consecutive floats of one row: a warp reads 128 contiguous bytes (coalesced).
+    // Load the chunk [k0, k0 + 8) of d for 128 Q rows and 128 K rows: thread tid loads
+    // column tid % 8 of rows tid / 8 + 32·it. Consecutive threads read consecutive floats of
+    // a row, so a warp reads 4 rows × 32 contiguous bytes — whole sectors (coalesced).
     // Out-of-range rows (N tails) and columns (d tail) are zero, so they add nothing.
-    const int c = tid % kBlockK, col = k0 + c;  // this thread's column of the chunk
+    const int lc = tid % kBlockK, col = k0 + lc;
+#pragma unroll
     for (int it = 0; it < kBlockM / kRowsPerPass; ++it) {
       const int r = tid / kBlockK + it * kRowsPerPass, i = i0 + r;
-      qs[r][c] = (i < p.n_q && col < p.d) ? qh[i * p.qs.row + col] : 0.f;
+      qs[r][lc] = (i < p.n_q && col < p.d) ? qh[i * p.qs.row + col] : 0.f;
     }
+#pragma unroll
     for (int it = 0; it < kBlockN / kRowsPerPass; ++it) {
       const int r = tid / kBlockK + it * kRowsPerPass, j = j0 + r;
-      ks[r][c] = (j < p.n_kv && col < p.d) ? kh[j * p.kvs.row + col] : 0.f;
+      ks[r][lc] = (j < p.n_kv && col < p.d) ? kh[j * p.kvs.row + col] : 0.f;
     }
     __syncthreads();  // the tiles are complete before anyone reads them
 
     // TUTORIAL: the register micro-tile. Per 4 reduction steps a thread reads 8 + 8 float4
-    // from shared memory and does 8 · 8 · 4 = 256 FMAs from registers. One output per
-    // thread would need 2 shared loads per FMA, and shared memory — not the FMA units —
-    // would set the speed.
+    // from shared memory and does 8 · 8 · 4 = 256 FMAs from registers: each value read from
+    // shared memory is used 8 times. With one output per thread it would be 2 shared loads
+    // per FMA, and shared memory — not the FMA units — would set the speed. The tile in
+    // shared memory saves HBM traffic; the tile in registers saves shared-memory traffic.
 #pragma unroll
     for (int kk = 0; kk < kBlockK; kk += 4) {
       float4 kf[kThreadN];  // K fragment: d-values kk..kk+3 of this thread's 8 key rows
@@ -199,65 +213,67 @@ __global__ void softmax_kernel(Params p, const float* __restrict__ s, float* __r
 }
 
 // O[b, i, h, c] = Σ_j P[bh, i, j] · V[b, j, h/group, c].
-// grid: (⌈d/kBlockD⌉, ⌈N_q/128⌉, B·H_q), block: 16 × 16. kBlockD is 64 (d ≤ 64) or 128, so
-// for d ≤ 128 one block covers a whole row of O and P is read from HBM once. Thread (tx, ty)
-// computes rows ty + 16·r (r = 0..7) and columns 64·c4 + 4·tx + 0..3 (c4 < kBlockD/64).
+// grid: (⌈d/kBlockD⌉, ⌈N_q/Cfg::kBlockM⌉, B·H_q), block: 16 × 16. For d ≤ 128 a block covers a
+// whole row of O, so P is read from HBM once. Thread (tx, ty) computes rows ty + 16·r
+// (r < kThreadM) and columns 64·c4 + 4·tx + 0..3 (c4 < kBlockD/64).
 template <int kBlockD>
 __global__ void __launch_bounds__(kThreads, 2)
 pv_kernel(Params p, const float* __restrict__ pm, const float* __restrict__ v,
           float* __restrict__ o) {
-  constexpr int kThreadD = kBlockD / kThreadsX;                // 4 or 8 columns per thread
-  __shared__ __align__(16) float ps[kBlockM][kBlockK + kPad];  // P tile, smem [128 × 32(+4)]
-  __shared__ __align__(16) float vs[kBlockK][kBlockD];         // V tile, smem [32 × kBlockD]
-  // (vs needs no padding: in the inner loop a warp reads one row of it, 16 consecutive float4.)
+  using Cfg = PvConfig<kBlockD>;  // (Cfg::kBlockM: rows of O per block, 128 or 64)
+  constexpr int kThreadM = Cfg::kThreadM, kThreadD = Cfg::kThreadD;
+  __shared__ __align__(16) float ps[Cfg::kBlockM][kBlockK + kPad];  // P tile, smem [128|64 × 8(+4)]
+  __shared__ __align__(16) float vs[kBlockK][kBlockD];         // V tile, smem [8 × kBlockD]
+  // (vs needs no padding: in the inner loop a warp reads within one row of it.)
 
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * kThreadsX + tx;
-  const int c0 = blockIdx.x * kBlockD, i0 = blockIdx.y * kBlockM;  // tile origin in O
+  const int c0 = blockIdx.x * kBlockD, i0 = blockIdx.y * Cfg::kBlockM;  // tile origin in O
   const int bh = blockIdx.z, b = bh / p.heads_q, h = bh % p.heads_q;
-  const float* ph = pm + std::size_t(bh) * p.n_q * p.n_kv;                   // P[bh]: N_q × N_kv
-  const float* vh = v + b * p.kvs.batch + (h / p.group) * p.kvs.head + c0;  // V[b, ·, h/group, c0]
+  const float* ph = pm + std::size_t(bh) * p.n_q * p.n_kv;            // P[bh]: N_q × N_kv
+  const float* vh = v + b * p.kvs.batch + (h / p.group) * p.kvs.head;  // V[b, ·, h/group, ·]
 
-  // Causal: P is exactly 0 beyond kv_end(i), so the reduction stops at the last visible key
-  // of the tile's last row (as in scores_kernel, roughly half the work when N_q = N_kv).
-  const int j_end = kv_end(p, min(i0 + kBlockM, p.n_q) - 1);
+  // Causal: P is exactly 0 beyond kv_end(i), so the reduction stops at the last key visible
+  // from the tile's last row (as in scores_kernel: about half the work when N_q = N_kv).
+  const int j_end = kv_end(p, min(i0 + Cfg::kBlockM, p.n_q) - 1);
 
-  float acc[kThreadM][kThreadD] = {};  // this thread's 8 × kThreadD outputs, registers
+  float acc[kThreadM][kThreadD] = {};  // this thread's kThreadM × kThreadD outputs, registers
 
   for (int j0 = 0; j0 < j_end; j0 += kBlockK) {
-    // P chunk: 128 rows × 32 keys (a warp reads 32 consecutive floats of one P row).
-    const int pc = tid % kBlockK, j = j0 + pc;  // this thread's key of the chunk
-    for (int it = 0; it < kBlockM / kRowsPerPass; ++it) {
+    // P chunk: Cfg::kBlockM rows × 8 keys, thread tid loads key tid % 8 of rows tid / 8 + 32·it.
+    const int pc = tid % kBlockK, j = j0 + pc;
+#pragma unroll
+    for (int it = 0; it < Cfg::kBlockM / kRowsPerPass; ++it) {
       const int r = tid / kBlockK + it * kRowsPerPass, i = i0 + r;
       ps[r][pc] = (i < p.n_q && j < j_end) ? ph[std::size_t(i) * p.n_kv + j] : 0.f;
     }
-    // V chunk: 32 keys × kBlockD columns (a warp reads 32 consecutive floats of one V row).
-    const int vc = tid % kBlockD;  // this thread's column of V
+    // V chunk: 8 keys × kBlockD columns (a warp reads 32 consecutive floats of one V row).
+    const int vc = tid % kBlockD, col = c0 + vc;
+#pragma unroll
     for (int it = 0; it < kBlockK * kBlockD / kThreads; ++it) {
       const int r = tid / kBlockD + it * (kThreads / kBlockD), jr = j0 + r;
-      vs[r][vc] = (jr < j_end && c0 + vc < p.d) ? vh[jr * p.kvs.row + vc] : 0.f;
+      vs[r][vc] = (jr < j_end && col < p.d) ? vh[jr * p.kvs.row + col] : 0.f;
     }
     __syncthreads();
 
 #pragma unroll
     for (int kk = 0; kk < kBlockK; kk += 4) {
-      float4 vf[4][kThreadD / 4];  // V fragment: keys kk..kk+3 × this thread's kThreadD columns
+      float4 pf[kThreadM];  // P fragment: keys kk..kk+3 of this thread's rows
 #pragma unroll
-      for (int kq = 0; kq < 4; ++kq)
+      for (int r = 0; r < kThreadM; ++r)
+        pf[r] = *reinterpret_cast<const float4*>(&ps[ty + r * kThreadsY][kk]);
 #pragma unroll
-        for (int c4 = 0; c4 < kThreadD / 4; ++c4)
-          vf[kq][c4] = *reinterpret_cast<const float4*>(&vs[kk + kq][c4 * 64 + tx * 4]);
+      for (int kq = 0; kq < 4; ++kq) {
 #pragma unroll
-      for (int r = 0; r < kThreadM; ++r) {
-        const float4 pf = *reinterpret_cast<const float4*>(&ps[ty + r * kThreadsY][kk]);
+        for (int c4 = 0; c4 < kThreadD / 4; ++c4) {
+          // V fragment: key kk + kq, this thread's 4 columns 64·c4 + 4·tx + 0..3
+          const float4 vf = *reinterpret_cast<const float4*>(&vs[kk + kq][c4 * 64 + tx * 4]);
 #pragma unroll
-        for (int kq = 0; kq < 4; ++kq) {
-          const float pr = component(pf, kq);
-#pragma unroll
-          for (int c4 = 0; c4 < kThreadD / 4; ++c4) {
-            acc[r][c4 * 4 + 0] = fmaf(pr, vf[kq][c4].x, acc[r][c4 * 4 + 0]);
-            acc[r][c4 * 4 + 1] = fmaf(pr, vf[kq][c4].y, acc[r][c4 * 4 + 1]);
-            acc[r][c4 * 4 + 2] = fmaf(pr, vf[kq][c4].z, acc[r][c4 * 4 + 2]);
-            acc[r][c4 * 4 + 3] = fmaf(pr, vf[kq][c4].w, acc[r][c4 * 4 + 3]);
+          for (int r = 0; r < kThreadM; ++r) {
+            const float pr = component(pf[r], kq);
+            acc[r][c4 * 4 + 0] = fmaf(pr, vf.x, acc[r][c4 * 4 + 0]);
+            acc[r][c4 * 4 + 1] = fmaf(pr, vf.y, acc[r][c4 * 4 + 1]);
+            acc[r][c4 * 4 + 2] = fmaf(pr, vf.z, acc[r][c4 * 4 + 2]);
+            acc[r][c4 * 4 + 3] = fmaf(pr, vf.w, acc[r][c4 * 4 + 3]);
           }
         }
       }
@@ -293,7 +309,8 @@ std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
   if (bh > prop.maxGridSize[1])  // softmax_kernel: grid y
     return "batch*heads_q (" + std::to_string(bh) + ") exceeds the grid y limit of " +
            std::to_string(prop.maxGridSize[1]) + step;
-  const long long row_tiles = (p.n_q + kBlockM - 1) / kBlockM;
+  constexpr int kMinRows = PvConfig<128>::kBlockM;  // the shortest row tile: 64
+  const long long row_tiles = (p.n_q + kMinRows - 1) / kMinRows;
   if (row_tiles > prop.maxGridSize[1])  // scores_kernel and pv_kernel: grid y
     return "n_q (" + std::to_string(p.n_q) + ") needs " + std::to_string(row_tiles) +
            " row tiles, over the grid y limit of " + std::to_string(prop.maxGridSize[1]) + step;
@@ -303,7 +320,8 @@ std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
 template <int kBlockD>
 void launch_pv(const Params& p, int bh, const float* pm, const float* v, float* o,
                cudaStream_t stream) {
-  const dim3 grid((p.d + kBlockD - 1) / kBlockD, (p.n_q + kBlockM - 1) / kBlockM, bh);
+  constexpr int kRows = PvConfig<kBlockD>::kBlockM;
+  const dim3 grid((p.d + kBlockD - 1) / kBlockD, (p.n_q + kRows - 1) / kRows, bh);
   pv_kernel<kBlockD><<<grid, dim3(kThreadsX, kThreadsY), 0, stream>>>(p, pm, v, o);
   CUDA_CHECK_LAUNCH();
 }
