@@ -5,7 +5,8 @@
 // policy of compare.h (set from what a plain float implementation achieves on the same
 // inputs). The program is linked with one step (test_NN_slug), so steps() holds that step.
 //
-// Replay a failure: FA_SEED=<seed printed in the failure> test_NN_slug "[group]"
+// Replay a failure: FA_SEED=<base seed printed in the failure> test_NN_slug "[group]" draws
+// the same inputs for every case of that group again.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -27,15 +28,18 @@ using fa::Problem;
 using fa::StepInfo;
 
 // One base seed per program run, printed once; each case gets base + a counter.
-std::uint64_t next_seed() {
+std::uint64_t base_seed() {
   static const std::uint64_t base = [] {
     const char* env = std::getenv("FA_SEED");
     const std::uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
     std::cout << "test seed: FA_SEED=" << s << std::endl;
     return s;
   }();
+  return base;
+}
+std::uint64_t next_seed() {
   static std::uint64_t counter = 0;
-  return base + counter++;
+  return base_seed() + counter++;
 }
 
 // The head dims to test: 32, 64, 128 where the step supports them, else its own list.
@@ -95,7 +99,7 @@ void check_case(const StepInfo& step, const Problem& p,
                 Distribution dist = Distribution::Normal) {
   const std::uint64_t seed = next_seed();
   INFO(step.name << ": " << p.describe() << " dist=" << fa::distribution_name(dist)
-                 << " FA_SEED=" << seed);
+                 << " case seed " << seed << ", replay with FA_SEED=" << base_seed());
   REQUIRE(fa::check_step(step, p).empty());
   const fa::HostInputs in = fa::make_inputs(p, dist, seed);
   const fa::ref::Result ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
@@ -211,7 +215,8 @@ TEST_CASE("the same inputs give bitwise-identical outputs", "[determinism]") {
     const Problem p = make_problem(2, 4, step->gqa ? 2 : 4, 1000, 1000, dims_for(*step).back(),
                                    step->causal);
     const std::uint64_t seed = next_seed();
-    INFO(step->name << ": " << p.describe() << " FA_SEED=" << seed);
+    INFO(step->name << ": " << p.describe() << " case seed " << seed
+                    << ", replay with FA_SEED=" << base_seed());
     const fa::HostInputs in = fa::make_inputs(p, Distribution::Normal, seed);
     const Outputs a = run_on_device(*step, in);
     for (int rep = 0; rep < 3; ++rep) {

@@ -10,7 +10,7 @@
 // for long sequences — N² per head — against the O(N) that the streaming model keeps.
 //
 // Build and run:
-//   cmake --build build --target 00_cpu_reference && build/steps/00_cpu_reference --n 1000 --causal
+//   cmake --build build --target 00_cpu_reference && build/bin/00_cpu_reference --n 1000 --causal
 //
 // Not yet: any GPU. Step 01 moves the reference to the GPU as three kernels, S and P included.
 #include <CLI/CLI.hpp>
