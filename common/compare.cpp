@@ -67,14 +67,16 @@ Comparison compare_lse(const Problem& p, const std::vector<float>& out,
   });
 }
 
-std::string judge(const Comparison& step, const Comparison& plain, const char* what) {
+std::string judge(const Comparison& step, const Comparison& plain, const char* what,
+                  DType dtype) {
+  const Tolerance tol = Tolerance::for_dtype(dtype);
   std::ostringstream os;
   if (step.mismatches > 0) {
     os << what << ": " << step.mismatches << " non-finite mismatches, first at " << step.worst;
     return os.str();
   }
-  const double rel_tol = Tolerance::kRelSlack + Tolerance::kFactor * plain.rel_err;
-  const double abs_tol = Tolerance::kAbsSlack + Tolerance::kFactor * plain.max_abs_err;
+  const double rel_tol = tol.rel_slack + tol.factor * plain.rel_err;
+  const double abs_tol = tol.abs_slack + tol.factor * plain.max_abs_err;
   if (step.rel_err > rel_tol || step.max_abs_err > abs_tol) {
     os << what << ": rel_err " << step.rel_err << " (tol " << rel_tol << "), max_abs_err "
        << step.max_abs_err << " (tol " << abs_tol << ") at " << step.worst;

@@ -1,5 +1,7 @@
 #include "attention.h"
 
+#include "inputs.h"  // round_to
+
 #include <Eigen/Dense>
 
 #include <algorithm>
@@ -99,6 +101,10 @@ std::vector<float> attention_plain(const Problem& p, const float* q, const float
   if (lse) lse->assign(p.lse_elems(), 0.f);
   std::vector<float> s(p.n_kv);  // one row of S, then of exp(S − m)
   std::vector<float> acc(d);     // one row of Σ_j exp(s_j − m) · v_j
+  // fp16/bf16: S, P and O are rounded to the dtype where a same-precision implementation
+  // stores them; the inputs were rounded already (make_inputs).
+  const bool lowp = p.dtype != DType::F32;
+  auto rnd = [&](float x) { return lowp ? round_to(p.dtype, x) : x; };
 
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads_q; ++h) {
@@ -119,7 +125,7 @@ std::vector<float> attention_plain(const Problem& p, const float* q, const float
             const float* kj = k_bg + j * kvs.row;
             float dot = 0.f;
             for (int t = 0; t < d; ++t) dot += qi[t] * kj[t];
-            s[j] = scale * dot;
+            s[j] = rnd(scale * dot);
             m = std::max(m, s[j]);
           }
           // Pass 2: exponentials and their sum. A NaN score makes exp(NaN − m) NaN, so
@@ -129,13 +135,23 @@ std::vector<float> attention_plain(const Problem& p, const float* q, const float
             s[j] = std::exp(s[j] - m);
             l += s[j];
           }
-          // Pass 3: O = Σ_j p_j · v_j / l.
+          // Pass 3: O = Σ_j p_j · v_j / l. In fp16/bf16, P is rounded before the second
+          // matmul (as a same-precision framework does) and so is O.
           std::fill(acc.begin(), acc.end(), 0.f);
-          for (int j = 0; j < e; ++j) {
-            const float* vj = v_bg + j * kvs.row;
-            for (int t = 0; t < d; ++t) acc[t] += s[j] * vj[t];
+          if (lowp) {
+            for (int j = 0; j < e; ++j) {
+              const float pj = rnd(s[j] / l);
+              const float* vj = v_bg + j * kvs.row;
+              for (int t = 0; t < d; ++t) acc[t] += pj * vj[t];
+            }
+            for (int t = 0; t < d; ++t) oi[t] = rnd(acc[t]);
+          } else {
+            for (int j = 0; j < e; ++j) {
+              const float* vj = v_bg + j * kvs.row;
+              for (int t = 0; t < d; ++t) acc[t] += s[j] * vj[t];
+            }
+            for (int t = 0; t < d; ++t) oi[t] = acc[t] / l;
           }
-          for (int t = 0; t < d; ++t) oi[t] = acc[t] / l;
           l_out = m + std::log(l);
         }
         if (lse) (*lse)[(std::int64_t{b} * p.heads_q + h) * p.n_q + i] = l_out;

@@ -53,6 +53,8 @@ Result attention(const Problem& p, const float* q, const float* k, const float* 
 
 /// \brief The same algorithm as plain loops entirely in float: an independent oracle for
 /// attention() and the "plain same-precision implementation" that sets test tolerances.
+/// For fp16/bf16 problems S, P and O are rounded to that dtype where a framework working in
+/// that precision stores them (S after the first matmul, P before the second, O at the end).
 /// \param p    the problem; must pass validate(p) (std::invalid_argument otherwise)
 /// \param q    Q, fp32, in p.layout
 /// \param k    K, fp32, in p.layout

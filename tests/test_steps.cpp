@@ -48,6 +48,7 @@ std::vector<int> dims_for(const StepInfo& s) {
   for (int d : {32, 64, 128}) {
     Problem p;
     p.head_dim = d;
+    p.dtype = s.dtypes.front();
     if (fa::check_step(s, p).empty()) out.push_back(d);
   }
   if (out.empty()) out = s.head_dims;
@@ -87,16 +88,17 @@ Outputs run_on_device(const StepInfo& step, const fa::HostInputs& in) {
 std::string verdict(const Problem& p, const Outputs& got, const fa::ref::Result& ref,
                     const std::vector<float>& plain_o, const std::vector<float>& plain_lse) {
   std::string e = fa::judge(fa::compare_output(p, got.o, ref.o),
-                            fa::compare_output(p, plain_o, ref.o), "O");
+                            fa::compare_output(p, plain_o, ref.o), "O", p.dtype);
   if (e.empty())
     e = fa::judge(fa::compare_lse(p, got.lse, ref.lse), fa::compare_lse(p, plain_lse, ref.lse),
-                  "L");
+                  "L", p.dtype);
   return e;
 }
 
-// The one check every group uses.
-void check_case(const StepInfo& step, const Problem& p,
-                Distribution dist = Distribution::Normal) {
+// The one check every group uses, once per dtype the step supports.
+void check_case(const StepInfo& step, Problem p, Distribution dist = Distribution::Normal) {
+  for (fa::DType t : step.dtypes) {
+  p.dtype = t;
   const std::uint64_t seed = next_seed();
   INFO(step.name << ": " << p.describe() << " dist=" << fa::distribution_name(dist)
                  << " case seed " << seed << ", replay with FA_SEED=" << base_seed());
@@ -110,6 +112,13 @@ void check_case(const StepInfo& step, const Problem& p,
   const std::string e = verdict(p, got, ref, plain_o, plain_lse);
   INFO(e);
   CHECK(e.empty());
+  }
+}
+
+// A problem in the step's first dtype.
+Problem for_step(const StepInfo& step, Problem p) {
+  p.dtype = step.dtypes.front();
+  return p;
 }
 
 const std::vector<int> kSizes = {1, 17, 64, 127, 128, 129, 1000};
@@ -175,7 +184,7 @@ TEST_CASE("edges: fully masked rows, many heads, odd d, and checks that can fail
     const int d = dims_for(*step).front();
     if (step->causal) {
       // Rows 0..63 see no key at all: O must be exactly 0 and L exactly -inf, never NaN.
-      const Problem p = make_problem(1, 2, 2, 100, 36, d, true);
+      const Problem p = for_step(*step, make_problem(1, 2, 2, 100, 36, d, true));
       const fa::HostInputs in = fa::make_inputs(p, Distribution::Normal, next_seed());
       const Outputs got = run_on_device(*step, in);
       const fa::Strides s = p.q_strides();
@@ -189,11 +198,11 @@ TEST_CASE("edges: fully masked rows, many heads, odd d, and checks that can fail
       check_case(*step, p);
     }
     check_case(*step, make_problem(3, 5, 5, 65, 65, d, step->causal));  // B·H not a power of 2
-    Problem odd = make_problem(1, 2, 2, 33, 33, 17, false);
+    const Problem odd = for_step(*step, make_problem(1, 2, 2, 33, 33, 17, false));
     if (fa::check_step(*step, odd).empty()) check_case(*step, odd);
 
     // The judge must reject an output with one wrong element, and one never written.
-    const Problem p = make_problem(1, 2, 2, 64, 64, d, false);
+    const Problem p = for_step(*step, make_problem(1, 2, 2, 64, 64, d, false));
     const fa::HostInputs in = fa::make_inputs(p, Distribution::Normal, next_seed());
     const fa::ref::Result ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
     std::vector<float> plain_lse;
@@ -212,8 +221,8 @@ TEST_CASE("edges: fully masked rows, many heads, odd d, and checks that can fail
 
 TEST_CASE("the same inputs give bitwise-identical outputs", "[determinism]") {
   for (const StepInfo* step : fa::steps()) {
-    const Problem p = make_problem(2, 4, step->gqa ? 2 : 4, 1000, 1000, dims_for(*step).back(),
-                                   step->causal);
+    const Problem p = for_step(*step, make_problem(2, 4, step->gqa ? 2 : 4, 1000, 1000,
+                                                   dims_for(*step).back(), step->causal));
     const std::uint64_t seed = next_seed();
     INFO(step->name << ": " << p.describe() << " case seed " << seed
                     << ", replay with FA_SEED=" << base_seed());
