@@ -8,4 +8,15 @@ source scripts/setup.sh
 fa_setup
 fa_build
 dir=build; [ "$(fa_preset)" = default ] || dir="build-$(fa_preset)"
-ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "$@"
+log="$dir/ctest-last.log"
+set +e
+ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "$@" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+# One plain closing line, so that skipped GPU tests are never read as passed.
+passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* +Passed' "$log" || true)
+failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Failed|Timeout|Exception)|Not Run' "$log" || true)
+skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Skipped' "$log" || true)
+[ "$skipped" -gt 0 ] && echo "note: $skipped GPU tests were skipped (no usable CUDA device); they did not pass"
+echo "ctest: $passed passed, $failed failed, $skipped skipped"
+exit "$rc"

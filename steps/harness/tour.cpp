@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   std::string dtype = "fp32", layout = "bnhd", dist_name = "normal", step_key;
   std::uint64_t seed = 42;
   int reps = 20, warmup = 3;
-  bool no_check = false;
+  bool no_check = false, list = false;
   app.add_option("-b,--batch", p.batch, "batch size B")->capture_default_str();
   app.add_option("--heads-q", p.heads_q, "query heads H_q")->capture_default_str();
   app.add_option("--heads-kv", p.heads_kv, "key/value heads H_kv (GQA when < H_q)")
@@ -99,6 +99,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "random seed")->capture_default_str();
   app.add_option("--step", step_key,
                  "run one step only (name, number or slug; cublas_baseline for the baseline)");
+  app.add_flag("--list", list,
+               "print each registered step with a dtype and head dim it supports, and exit");
   app.add_flag("--no-check", no_check,
                "skip the CPU reference and the error column: each step runs warmup + reps "
                "times, no more (for profilers such as ncu)");
@@ -106,6 +108,17 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed runs first")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
+  if (list) {
+    for (const fa::StepInfo* s : fa::steps()) {
+      fa::Problem probe;
+      probe.dtype = s->dtypes.front();
+      probe.head_dim = 64;
+      if (!fa::check_step(*s, probe).empty() && !s->head_dims.empty())
+        probe.head_dim = s->head_dims.front();
+      std::printf("%s %s %d\n", s->name, fa::dtype_name(probe.dtype), probe.head_dim);
+    }
+    return 0;
+  }
   if (n != 0) p.n_q = p.n_kv = n;
   fa::Distribution dist{};
   if (!fa::parse_dtype(dtype, &p.dtype)) {
