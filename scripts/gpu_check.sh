@@ -74,7 +74,7 @@ if [ "$bench" = 1 ]; then
 fi
 if [ "$traffic" = 1 ]; then
   step "HBM traffic per step (ncu)"
-  $py scripts/ncu_traffic.py --tour "$build/bin/tour" --out-md "docs/results/$name-traffic.md" \
+  $py scripts/ncu_traffic.py --tour "$build/bin/tour" --block-m 128 --out-md "docs/results/$name-traffic.md" \
       --out-json "docs/results/$name-traffic.json" 2>&1 | tee "$logs/traffic.log" || status=1
 fi
 if [ "$peers" = 1 ]; then
