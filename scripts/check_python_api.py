@@ -1,8 +1,12 @@
 """Checks the Python wrapper (and so the C API) against PyTorch on the GPU, for every step:
 random inputs, both layouts, causal and GQA; and that bad input raises a clear error."""
+import faulthandler
 import sys
 
 import torch
+
+faulthandler.enable()  # a crash inside the library prints where it happened
+sys.stdout.reconfigure(line_buffering=True)
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 import flash_tutorial as ft  # noqa: E402

@@ -59,7 +59,7 @@ step "mutants: the tests must fail on broken kernels"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 
 step "the C API through Python (scripts/flash_tutorial.py) against PyTorch"
-FLASH_TUTORIAL_LIB="$build/lib/libflash_tutorial.so" $py scripts/check_python_api.py 2>&1 | tee "$logs/python_api.log" || status=1
+PYTHONUNBUFFERED=1 FLASH_TUTORIAL_LIB="$build/lib/libflash_tutorial.so" $py scripts/check_python_api.py 2>&1 | tee "$logs/python_api.log" || status=1
 
 step "tour"
 "$build/bin/tour" | tee "$logs/tour.log" || status=1
@@ -74,7 +74,8 @@ if [ "$bench" = 1 ]; then
 fi
 if [ "$traffic" = 1 ]; then
   step "HBM traffic per step (ncu)"
-  $py scripts/ncu_traffic.py --tour "$build/bin/tour" --block-m 128 --out-md "docs/results/$name-traffic.md" \
+  $py scripts/ncu_traffic.py --tour "$build/bin/tour" --block-m 128 \
+      --meta "$gpu, driver $driver, $(date -u +%Y-%m-%d), commit $commit, scripts/gpu_check.sh" --out-md "docs/results/$name-traffic.md" \
       --out-json "docs/results/$name-traffic.json" 2>&1 | tee "$logs/traffic.log" || status=1
 fi
 if [ "$peers" = 1 ]; then
