@@ -7,6 +7,7 @@
 //
 // Replay a failure: FA_SEED=<base seed printed in the failure> test_NN_slug "[group]" draws
 // the same inputs for every case of that group again.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -95,15 +96,20 @@ std::string verdict(const Problem& p, const Outputs& got, const fa::ref::Result&
   return e;
 }
 
+// Changes the inputs of a case before it runs (numerics tests plant NaN, Inf, huge values).
+using Mutate = void (*)(fa::HostInputs&);
+
 // The one check every group uses, once per dtype the step supports.
-void check_case(const StepInfo& step, Problem p, Distribution dist = Distribution::Normal) {
+void check_case(const StepInfo& step, Problem p, Distribution dist = Distribution::Normal,
+                Mutate mutate = nullptr) {
   for (fa::DType t : step.dtypes) {
   p.dtype = t;
   const std::uint64_t seed = next_seed();
   INFO(step.name << ": " << p.describe() << " dist=" << fa::distribution_name(dist)
                  << " case seed " << seed << ", replay with FA_SEED=" << base_seed());
   REQUIRE(fa::check_step(step, p).empty());
-  const fa::HostInputs in = fa::make_inputs(p, dist, seed);
+  fa::HostInputs in = fa::make_inputs(p, dist, seed);
+  if (mutate) mutate(in);
   const fa::ref::Result ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
   std::vector<float> plain_lse;
   const std::vector<float> plain_o =
@@ -234,4 +240,44 @@ TEST_CASE("the same inputs give bitwise-identical outputs", "[determinism]") {
       REQUIRE(std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0);
     }
   }
+}
+
+// Numerics at the edges. Inputs are planted after drawing; the reference (double) and the
+// plain float oracle see the same values, and NaN/Inf must match element by element
+// (compare.h: a NaN where the reference has a number, or the reverse, never passes).
+//  - Scores of magnitude ~1e4: the max subtraction keeps exp() in range.
+//  - A NaN in K makes every row that sees that key NaN: it is never hidden.
+//  - +Inf in V: the rows that see that key get +Inf in that column (their weight is > 0),
+//    the other columns stay finite. Key 0 is seen by every row, causal or not. (A NaN or Inf in a key or value a row does NOT see is
+//    not promised to stay out of that row: tiled kernels multiply masked weights of 0 by V.)
+//  - fp16 values near the top of the range and bf16 values with large exponents in V: O is
+//    an average of V, so it stays representable.
+TEST_CASE("numerics: huge scores, NaN and Inf propagation, extreme values", "[numerics]") {
+  for (const StepInfo* step : fa::steps())
+    for (int d : dims_for(*step)) {
+      // q, k ~ N(0, 50²): scale·q·k has a standard deviation of 2500 and reaches ~1e4.
+      check_case(*step, make_problem(1, 2, 2, 129, 200, d, false), Distribution::Normal,
+                 [](fa::HostInputs& in) {
+                   for (float& x : in.q) x = fa::round_to(in.problem.dtype, x * 50.f);
+                   for (float& x : in.k) x = fa::round_to(in.problem.dtype, x * 50.f);
+                 });
+      check_case(*step, make_problem(1, 2, 2, 77, 77, d, false), Distribution::Normal,
+                 [](fa::HostInputs& in) {
+                   const fa::Strides s = in.problem.kv_strides();
+                   in.k[static_cast<std::size_t>(40 * s.row + 3)] = NAN;  // key 40, head 0
+                 });
+      check_case(*step, make_problem(1, 2, 2, 77, 77, d, step->causal), Distribution::Normal,
+                 [](fa::HostInputs& in) {
+                   in.v[1] = INFINITY;  // key 0 (seen by every row, causal too), column 1
+                 });
+      check_case(*step, make_problem(1, 2, 2, 100, 100, d, false), Distribution::Normal,
+                 [](fa::HostInputs& in) {
+                   // fp16: |V| up to its top (65504); bf16 and fp32: |V| ~ 1e30.
+                   const bool f16 = in.problem.dtype == fa::DType::F16;
+                   for (float& x : in.v) {
+                     x = f16 ? std::clamp(x * 3e4f, -65000.f, 65000.f) : x * 1e30f;
+                     x = fa::round_to(in.problem.dtype, x);
+                   }
+                 });
+    }
 }
