@@ -206,10 +206,10 @@ __global__ void softmax_kernel(Params p, const float* __restrict__ s, float* __r
   float l = 0.f;
   for (int j = threadIdx.x; j < p.n_kv; j += kSoftmaxThreads) l += expf(srow[j] - m_safe);
   l = block_reduce(l, false);
-  const float inv_l = l > 0.f ? 1.f / l : 0.f;
+  const float inv_l = l != 0.f ? 1.f / l : 0.f;
   for (int j = threadIdx.x; j < p.n_kv; j += kSoftmaxThreads)
     prow[j] = expf(srow[j] - m_safe) * inv_l;
-  if (threadIdx.x == 0) lse[std::size_t(bh) * p.n_q + i] = l > 0.f ? m + logf(l) : -INFINITY;
+  if (threadIdx.x == 0) lse[std::size_t(bh) * p.n_q + i] = l != 0.f ? m + logf(l) : -INFINITY;
 }
 
 // O[b, i, h, c] = Σ_j P[bh, i, j] · V[b, j, h/group, c].

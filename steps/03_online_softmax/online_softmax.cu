@@ -213,12 +213,12 @@ __device__ __forceinline__ void update_stats(RowStats& st, float m_new, float fa
 
 /// 1/ℓ for o = a/ℓ; a row that saw no key at all (ℓ = 0) gets O = 0.
 __device__ __forceinline__ float final_inv_l(const RowStats& st) {
-  return st.l > 0.f ? 1.f / st.l : 0.f;
+  return st.l != 0.f ? 1.f / st.l : 0.f;
 }
 
 /// L = m + log ℓ (natural log); −inf for a row that saw no key.
 __device__ __forceinline__ float final_lse(const RowStats& st) {
-  return st.l > 0.f ? st.m + logf(st.l) : -INFINITY;
+  return st.l != 0.f ? st.m + logf(st.l) : -INFINITY;
 }
 
 /// Max / sum over the kGroup adjacent lanes that share one row (kGroup divides 32).

@@ -115,7 +115,7 @@ struct OnlineSoftmax {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const float row_sum = row_lanes_sum<kRowLanes>(l[r]);
-      const bool any_key = row_sum > 0.f;
+      const bool any_key = row_sum != 0.f;  // NaN counts as a key: it must propagate
       const float inv = any_key ? 1.f / row_sum : 0.f;
 #pragma unroll
       for (int c = 0; c < kDims; ++c) o[r][c] *= inv;

@@ -104,7 +104,7 @@ struct OnlineSoftmax {
   /// log, -inf for such a row.
   __device__ __forceinline__ float finalize(float* lse) const {
     const float row_sum = row_lanes_sum<kRowLanes>(l);
-    const bool any_key = row_sum > 0.f;
+    const bool any_key = row_sum != 0.f;  // NaN counts as a key: it must propagate
     // m is in log2 units of the scaled score: m·ln2 = max(s)·scale.
     *lse = any_key ? m * kLn2 + logf(row_sum) : -INFINITY;
     return any_key ? 1.f / row_sum : 0.f;

@@ -47,9 +47,9 @@ __global__ void softmax_rows(float* __restrict__ s, float* __restrict__ lse, int
   float l = 0.f;
   for (int j = threadIdx.x; j < end; j += kThreads) l += expf(row[j] - m);
   l = reduce(l, false);
-  const float inv_l = l > 0.f ? 1.f / l : 0.f;
+  const float inv_l = l != 0.f ? 1.f / l : 0.f;
   for (int j = threadIdx.x; j < n_kv; j += kThreads) row[j] = j < end ? expf(row[j] - m) * inv_l : 0.f;
-  if (threadIdx.x == 0) lse[row_index] = l > 0.f ? m + logf(l) : -INFINITY;
+  if (threadIdx.x == 0) lse[row_index] = l != 0.f ? m + logf(l) : -INFINITY;
 }
 
 }  // namespace
