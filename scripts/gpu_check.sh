@@ -5,18 +5,19 @@
 #
 #   scripts/gpu_check.sh                 # everything, PERF.md shapes (takes a few minutes)
 #   scripts/gpu_check.sh --quick         # N = 1024 and 4096 only
-#   options: --name h200  --logs DIR  --skip-tests  --skip-bench  --skip-peers  --skip-traffic
+#   options: --dtypes fp32,bf16,fp16  --name h200  --logs DIR  --skip-tests  --skip-bench  --skip-peers  --skip-traffic
 #            --bench-args "..."  --peer-args "..."
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 orig_args="$*"
-name=h200 logs=build-gpu/logs quick=0 tests=1 bench=1 peers=1 traffic=1 bench_args="" peer_args=""
+dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 bench=1 peers=1 traffic=1 bench_args="" peer_args=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) name=$2; shift ;;
     --logs) logs=$2; shift ;;
     --quick) quick=1 ;;
+    --dtypes) dtypes=$2; shift ;;
     --skip-tests) tests=0 ;;
     --skip-bench) bench=0 ;;
     --skip-peers) peers=0 ;;
@@ -68,9 +69,11 @@ step "tour"
 if [ "$bench" = 1 ]; then
   step "benchmarks (ours and the cuBLAS baseline)"
   ns="512,1024,2048,4096,8192,16384"; [ "$quick" = 1 ] && ns="1024,4096"
-  # shellcheck disable=SC2086
-  "$build/bin/bench_all" --ns "$ns" $bench_args --benchmark_out="$logs/bench.json" \
-      --benchmark_out_format=json 2>&1 | tee "$logs/bench.log"
+  for dt in ${dtypes//,/ }; do
+    # shellcheck disable=SC2086
+    "$build/bin/bench_all" --ns "$ns" --dtype "$dt" $bench_args \
+        --benchmark_out="$logs/bench-$dt.json" --benchmark_out_format=json 2>&1 | tee "$logs/bench-$dt.log"
+  done
 fi
 if [ "$traffic" = 1 ]; then
   step "HBM traffic per step (ncu)"
@@ -82,12 +85,12 @@ if [ "$peers" = 1 ]; then
   step "peers: PyTorch SDPA backends, same shapes"
   q=""; [ "$quick" = 1 ] && q="--quick"
   # shellcheck disable=SC2086
-  PYTHONUNBUFFERED=1 $py scripts/peers.py $q $peer_args --out "$logs/peers.json" 2>&1 | tee "$logs/peers.log"
+  PYTHONUNBUFFERED=1 $py scripts/peers.py $q --dtypes "$dtypes" $peer_args --out "$logs/peers.json" 2>&1 | tee "$logs/peers.log"
 fi
 
 step "results"
 args=()
-[ -f "$logs/bench.json" ] && args+=(--bench "$logs/bench.json")
+for f in "$logs"/bench-*.json; do [ -f "$f" ] && args+=(--bench "$f"); done
 [ -f "$logs/peers.json" ] && args+=(--peers "$logs/peers.json")
 if [ ${#args[@]} -gt 0 ]; then
   $py scripts/make_results.py "${args[@]}" --merge --gpu "$gpu" --driver "$driver" \

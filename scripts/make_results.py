@@ -409,9 +409,9 @@ def write_text(path, text):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
         description="Merge benchmark and peer JSON into docs/results/<name>.json and .md.")
-    p.add_argument("--bench", nargs="+", default=[], metavar="FILE",
+    p.add_argument("--bench", nargs="+", action="extend", default=[], metavar="FILE",
                    help="Google Benchmark JSON file(s) from our benchmark")
-    p.add_argument("--peers", nargs="+", default=[], metavar="FILE",
+    p.add_argument("--peers", nargs="+", action="extend", default=[], metavar="FILE",
                    help="JSON file(s) from scripts/peers.py")
     p.add_argument("--gpu", help="GPU name (default: the merged file's, else the peers "
                                  "file's, else 'unknown')")

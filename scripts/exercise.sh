@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# exercise.sh — work on the exercises: steps/NN_slug/exercise/ (docs/instructors.md).
+#
+#   scripts/exercise.sh list            the exercises, and how many TODO(exercise) are left
+#   scripts/exercise.sh build NN        builds exercise_NN (your files, the step's tests)
+#   scripts/exercise.sh test NN         builds it and runs its tests (ctest -L exercise_NN)
+#   scripts/exercise.sh hints NN [1-3]  the hints: all of them, or up to level 1, 2 or 3
+#   scripts/exercise.sh diff NN         compare with the solution (diff -u solution yours)
+#   scripts/exercise.sh reset NN        start over: your files are copied to <build>/exercise-backup/
+#                                       and the exercise's files are restored from git
+#   scripts/exercise.sh further [TASK]  the going-further tasks, or run one task's test
+#
+# NN is the step number: 00 (the CPU exercise, no GPU needed) to 04. The build directory is
+# the one scripts/test.sh uses (build/, or build-ci/ under CI=true); FA_BUILD_DIR=dir picks
+# another.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+
+build_dir() {
+  if [ -n "${FA_BUILD_DIR:-}" ]; then echo "$FA_BUILD_DIR"
+  elif [ "$(fa_preset)" = default ]; then echo build
+  else echo "build-$(fa_preset)"; fi
+}
+configure() {  # once; incremental afterwards
+  local dir; dir=$(build_dir)
+  [ -f "$dir/CMakeCache.txt" ] && return 0
+  if [ -n "${FA_BUILD_DIR:-}" ]; then cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  else cmake --preset "$(fa_preset)" >/dev/null; fi
+}
+build() { configure && cmake --build "$(build_dir)" -j "$(nproc)" --target "$@"; }
+
+# The exercise folder of step NN, e.g. steps/04_flash_attention/exercise.
+exercise_dir() {
+  local nn=$1 d
+  [[ "$nn" =~ ^[0-9]{2}$ ]] || { echo "error: NN must be two digits, e.g. 04 (got '$nn')" >&2; exit 2; }
+  for d in steps/"$nn"_*/exercise; do
+    [ -d "$d" ] && { echo "$d"; return 0; }
+  done
+  echo "error: step $nn has no exercise (there is one for: $(ls -d steps/*/exercise | cut -c7-8 | tr '\n' ' '))" >&2
+  exit 2
+}
+# The solution file an exercise file stands in for (step 00's live in reference/).
+solution_of() {
+  local f=$1 step; step=$(dirname "$(dirname "$f")")
+  case "$step" in
+    steps/00_*) echo "reference/$(basename "$f")" ;;
+    *) echo "$step/$(basename "$f")" ;;
+  esac
+}
+exercise_files() { find "$1" -maxdepth 1 -type f ! -name HINTS.md | sort; }
+
+cmd=${1:-}; [ $# -gt 0 ] && shift
+case "$cmd" in
+  list)
+    for d in steps/*/exercise; do
+      step=$(basename "$(dirname "$d")")
+      left=$(cat $(exercise_files "$d") | grep -c 'TODO(exercise)' || true)
+      printf '%s  %-22s %2d TODO(exercise) left in %s\n' "${step:0:2}" "$step" "$left" \
+        "$(exercise_files "$d" | xargs -n1 basename | tr '\n' ' ')"
+    done ;;
+  build)
+    [ $# -eq 1 ] || usage
+    exercise_dir "$1" >/dev/null
+    fa_setup
+    build "exercise_$1" ;;
+  test)
+    [ $# -eq 1 ] || usage
+    exercise_dir "$1" >/dev/null
+    fa_setup
+    build "exercise_$1"
+    log="$(build_dir)/exercise-$1.log"
+    set +e
+    ctest --test-dir "$(build_dir)" -L "^exercise_$1\$" --output-on-failure 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    if grep -q '\*\*\*Skipped' "$log"; then
+      echo "note: no usable CUDA device here: the GPU tests were skipped, not passed"
+    elif [ "$rc" = 0 ]; then
+      echo "exercise $1: all tests pass. Compare with the solution: scripts/exercise.sh diff $1"
+    fi
+    exit "$rc" ;;
+  hints)
+    [ $# -ge 1 ] && [ $# -le 2 ] || usage
+    d=$(exercise_dir "$1"); level=${2:-3}
+    [[ "$level" =~ ^[123]$ ]] || usage
+    # Headings "### Level N" start level N; everything else belongs to the level above it.
+    # (Outside code blocks: a "# comment" in a shell example is no heading.)
+    awk -v max="$level" '/^```/ { fence = !fence }
+                         !fence && /^### Level [0-9]/ { lvl = $3 + 0 }
+                         !fence && /^##? / { lvl = 0 }
+                         lvl <= max { print }' "$d/HINTS.md" ;;
+  diff)
+    [ $# -eq 1 ] || usage
+    d=$(exercise_dir "$1"); rc=0
+    for f in $(exercise_files "$d"); do diff -u "$(solution_of "$f")" "$f" || rc=$?; done
+    [ $rc -le 1 ] || exit $rc ;;
+  reset)
+    [ $# -eq 1 ] || usage
+    d=$(exercise_dir "$1")
+    backup="$(build_dir)/exercise-backup/$1-$(date +%Y%m%d-%H%M%S)"
+    mkdir -p "$backup"
+    cp $(exercise_files "$d") "$backup/"
+    git checkout HEAD -- "$d"
+    echo "exercise $1 reset from git; your files were copied to $backup/" ;;
+  further)
+    # The tasks are the hidden test cases of tests/test_going_further.cpp:
+    #   TEST_CASE("going further, step 04: head dim 96", "[.going-further][04-d96]")
+    cases=$(tr '\n' ' ' <tests/test_going_further.cpp |
+            grep -oE 'TEST_CASE\("going further, [^"]*", *"\[\.going-further\]\[[^]]*\]"' |
+            sed -E 's/TEST_CASE\("going further, ([^"]*)", *"\[\.going-further\]\[([^]]*)\]"/\2\t\1/')
+    tasks=$(cut -f1 <<<"$cases")
+    if [ $# -eq 0 ]; then
+      echo "going-further tasks (docs/instructors.md); run one with: scripts/exercise.sh further TASK"
+      sed 's/^/  /' <<<"$cases" | expand -t 12
+      exit 0
+    fi
+    task=$1
+    grep -qx -- "$task" <<<"$tasks" || { echo "error: no task '$task'; tasks: $(echo $tasks)" >&2; exit 2; }
+    step=$(basename steps/"${task:0:2}"_*)
+    fa_setup
+    build "test_$step"
+    "$(build_dir)/bin/test_$step" "[$task]" ;;
+  -h|--help|help) usage 0 ;;
+  *) usage ;;
+esac
