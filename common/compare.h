@@ -1,4 +1,5 @@
-// compare.h — how a step's output is judged against the reference.
+/// \file compare.h
+/// \brief How a step's output is judged against the reference.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,13 @@ struct Comparison {
 };
 
 /// \brief Compares O (Q's layout: j is the d index) against the reference.
+/// \param p the problem \param out the step's O, as float \param ref the reference O
+/// \return the errors
 Comparison compare_output(const Problem& p, const std::vector<float>& out,
                           const std::vector<double>& ref);
 /// \brief Compares L ([B, H_q, N_q]); -inf must match -inf exactly.
+/// \param p the problem \param out the step's L \param ref the reference L
+/// \return the errors
 Comparison compare_lse(const Problem& p, const std::vector<float>& out,
                        const std::vector<double>& ref);
 
@@ -33,16 +38,23 @@ Comparison compare_lse(const Problem& p, const std::vector<float>& out,
 /// precision itself cannot do better (scores of magnitude 100 in fp32, any bf16 problem)
 /// gets a fair bound, and an easy one a tight bound (~1e-5 relative in fp32).
 struct Tolerance {
+  ///@{
+  /// The rule's factor and its relative and absolute slack (see above).
   double factor, rel_slack, abs_slack;
+  ///@}
   /// fp32: factor 4 — kernels sum in another order and contract multiply-adds (FMA), so
   /// they may land a little further from the truth than a sequential float loop.
   /// fp16/bf16: flash-attention's rule, factor 2 with a small slack.
+  /// \param t the problem's dtype \return the tolerance for it
   static Tolerance for_dtype(DType t) {
     return t == DType::F32 ? Tolerance{4.0, 1e-5, 1e-4} : Tolerance{2.0, 1e-3, 1e-3};
   }
 };
 
 /// \brief Applies the tolerance policy for `dtype`; returns "" on a pass, otherwise why.
+/// \param step the step's errors \param plain the plain implementation's errors
+/// \param what what was compared, for the message ("O" or "L")
+/// \param dtype the problem's dtype \return "" or the reason it failed
 std::string judge(const Comparison& step, const Comparison& plain, const char* what,
                   DType dtype = DType::F32);
 

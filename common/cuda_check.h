@@ -1,4 +1,5 @@
-// cuda_check.h — every CUDA call checked, every launch followed by a launch check.
+/// \file cuda_check.h
+/// \brief Every CUDA call checked, every launch followed by a launch check.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,7 +13,9 @@ namespace fa {
 /// \brief Thrown when a CUDA call fails; what() names the call, the file and the line.
 class CudaError : public std::runtime_error {
  public:
+  /// \param code the CUDA error \param what the message
   CudaError(cudaError_t code, const std::string& what) : std::runtime_error(what), code_(code) {}
+  /// \return the CUDA error code
   cudaError_t code() const { return code_; }
 
  private:
@@ -20,6 +23,8 @@ class CudaError : public std::runtime_error {
 };
 
 /// \brief Builds the message and throws CudaError. Used by CUDA_CHECK.
+/// \param code the error \param expr the failed call, as text
+/// \param file the source file \param line the line in it
 [[noreturn]] inline void throw_cuda_error(cudaError_t code, const char* expr, const char* file,
                                           int line) {
   std::ostringstream os;

@@ -1,4 +1,5 @@
-// device_buffer.h — RAII ownership of device memory.
+/// \file device_buffer.h
+/// \brief RAII ownership of device memory.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +13,7 @@ namespace fa {
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
+  /// \brief Allocates `bytes` (none when 0). \param bytes the size
   explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
     if (bytes_ > 0) CUDA_CHECK(cudaMalloc(&ptr_, bytes_));
   }
@@ -20,8 +22,11 @@ class DeviceBuffer {
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  /// \brief Takes over `o`'s memory; `o` is left empty. \param o the buffer moved from
   DeviceBuffer(DeviceBuffer&& o) noexcept
       : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  /// \brief Frees this buffer's memory, then takes over `o`'s.
+  /// \param o the buffer moved from \return *this
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       if (ptr_) cudaFree(ptr_);
@@ -31,9 +36,12 @@ class DeviceBuffer {
     return *this;
   }
 
+  /// \return the device pointer (null when empty)
   void* get() const { return ptr_; }
+  /// \return the device pointer as `T*`
   template <typename T>
   T* as() const { return static_cast<T*>(ptr_); }
+  /// \return the size in bytes
   std::size_t bytes() const { return bytes_; }
 
  private:

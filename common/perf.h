@@ -1,4 +1,5 @@
-// perf.h — FLOP and byte counts (PERF.md's convention) and a CUDA-event timer.
+/// \file perf.h
+/// \brief FLOP and byte counts (PERF.md's convention) and a CUDA-event timer.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,6 +15,7 @@ namespace fa {
 
 /// \brief Forward FLOPs by the FlashAttention convention: 4·B·H_q·N_q·N_kv·d, halved when
 /// causal (two matmuls of 2·N_q·N_kv·d each; softmax not counted).
+/// \param p the problem \return the FLOP count
 inline double attention_flops(const Problem& p) {
   const double f = 4.0 * p.batch * p.heads_q * double(p.n_q) * double(p.n_kv) * p.head_dim;
   return p.causal ? f / 2 : f;
@@ -21,12 +23,14 @@ inline double attention_flops(const Problem& p) {
 
 /// \brief The fewest bytes any forward pass must move through device memory: read Q, K, V
 /// once, write O and L once.
+/// \param p the problem \return the byte count
 inline double min_io_bytes(const Problem& p) {
   const double e = double(dtype_size(p.dtype));
   return e * (2.0 * p.q_elems() + 2.0 * p.kv_elems()) + 4.0 * p.lse_elems();
 }
 
 /// \brief Bytes of one N×N matrix (all batches and query heads) in fp32.
+/// \param p the problem \return 4·B·H_q·N_q·N_kv
 inline double nxn_matrix_bytes(const Problem& p) {
   return 4.0 * p.batch * p.heads_q * double(p.n_q) * double(p.n_kv);
 }
@@ -45,8 +49,10 @@ class EventTimer {
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
 
+  /// \brief Records the start event. \param s the stream the timed work runs on
   void start(cudaStream_t s = nullptr) { CUDA_CHECK(cudaEventRecord(start_, s)); }
   /// \brief Records the stop event, waits for it, and returns the elapsed milliseconds.
+  /// \param s the stream given to start() \return milliseconds since start()
   float stop_ms(cudaStream_t s = nullptr) {
     CUDA_CHECK(cudaEventRecord(stop_, s));
     CUDA_CHECK(cudaEventSynchronize(stop_));
@@ -60,6 +66,7 @@ class EventTimer {
 };
 
 /// \brief Median of a list of times.
+/// \param v the times (taken by value: sorted) \return the median, 0 for an empty list
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -69,6 +76,8 @@ inline double median(std::vector<double> v) {
 
 /// \brief Runs `fn` `warmup` times, then times `reps` single runs with events; returns the
 /// median in milliseconds.
+/// \param fn the work to time (launches on `s`) \param warmup untimed runs first
+/// \param reps timed runs \param s the stream \return the median time in milliseconds
 template <typename Fn>
 double time_median_ms(Fn&& fn, int warmup, int reps, cudaStream_t s = nullptr) {
   for (int i = 0; i < warmup; ++i) fn();

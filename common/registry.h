@@ -1,5 +1,6 @@
-// registry.h — every GPU step registers itself once; the tests, the benchmarks, the tour and
-// the C API iterate over this list and never change when a step is added.
+/// \file registry.h
+/// \brief Every GPU step registers itself once; the tests, the benchmarks, the tour and
+/// the C API iterate over this list and never change when a step is added.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,11 +16,11 @@ namespace fa {
 /// \brief Device pointers of one attention call. Q, K, V and O are in the problem's dtype
 /// and layout; L (the row logsumexp, natural log) is fp32 [B, H_q, N_q].
 struct DeviceTensors {
-  const void* q = nullptr;
-  const void* k = nullptr;
-  const void* v = nullptr;
-  void* o = nullptr;
-  float* lse = nullptr;
+  const void* q = nullptr;  ///< Q [B, N_q, H_q, d] or [B, H_q, N_q, d]
+  const void* k = nullptr;  ///< K [B, N_kv, H_kv, d] or [B, H_kv, N_kv, d]
+  const void* v = nullptr;  ///< V, shaped like K
+  void* o = nullptr;        ///< O (written), shaped like Q
+  float* lse = nullptr;     ///< L (written), fp32 [B, H_q, N_q]
 };
 
 /// \brief What a step is and what it supports. Filled in once per step by FA_REGISTER_STEP.
@@ -29,7 +30,7 @@ struct StepInfo {
   const char* lesson = "";    ///< one line: what this step teaches
   std::vector<DType> dtypes;  ///< element types it accepts
   std::vector<int> head_dims; ///< head dims it accepts; empty means any d in [1, max_head_dim]
-  int max_head_dim = 256;
+  int max_head_dim = 256;     ///< largest head dim it accepts
   bool causal = true;         ///< supports causal masking
   bool gqa = true;            ///< supports heads_kv < heads_q
   int alignment = 4;          ///< required alignment in bytes of q, k, v, o (vector loads)
@@ -46,32 +47,42 @@ struct StepInfo {
 };
 
 /// \brief All registered steps, ordered by number.
+/// \return the registry (filled before main() by the FA_REGISTER_STEP lines)
 const std::vector<const StepInfo*>& steps();
 
 /// \brief Finds a step by folder name ("04_flash_attention"), number ("04" or "4") or slug
 /// ("flash_attention"); nullptr if none matches.
+/// \param key what the user typed \return the step, or nullptr
 const StepInfo* find_step(const std::string& key);
 
 /// \brief Comma-separated names of the registered steps (for error messages).
+/// \return e.g. "01_naive_attention, 02_tiled_matmul"
 std::string step_names();
 
 /// \brief Is `p` something `step` can run? "" if yes, otherwise a message naming the
 /// parameter, its value and the step's limit. Includes validate(p).
+/// \param step the step \param p the problem \return "" or the message
 std::string check_step(const StepInfo& step, const Problem& p);
 
 /// \brief check_step plus the device limits (step.check_device) and the pointers (null,
 /// misaligned for the step's vector loads). "" when the launch may go ahead.
+/// \param step the step \param p the problem \param t the device pointers
+/// \param device the CUDA device the launch would run on \return "" or the message
 std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTensors& t,
                          int device);
 
 /// \brief Checks everything (check_launch), throws std::invalid_argument with the message if
 /// anything is wrong, then runs the step and checks the launch. The workspace must hold
 /// step.workspace_bytes(p) bytes.
+/// \param step the step to run \param p the problem \param t the device pointers
+/// \param workspace step.workspace_bytes(p) bytes of device scratch (may be null when 0)
+/// \param stream the CUDA stream the kernels are launched on (asynchronously)
 void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, void* workspace,
               cudaStream_t stream = nullptr);
 
 /// \brief Adds a step to the registry; use FA_REGISTER_STEP rather than calling this.
 struct StepRegistrar {
+  /// \brief Appends `info` to steps(). \param info the step's description
   explicit StepRegistrar(const StepInfo& info);
 };
 

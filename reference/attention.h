@@ -1,34 +1,39 @@
-// attention.h — the single source of truth: attention computed the obvious way.
-//
-// Every step, test and benchmark compares against `attention()`: Eigen matrices in double,
-// one (batch, head) slice at a time, exactly as the formula reads —
-//
-//   S = scale · Q Kᵀ          [N_q, N_kv], -inf where the causal mask hides a key
-//   P = softmax_rows(S)       [N_q, N_kv], stable: exp(S − rowmax) / rowsum
-//   O = P V                   [N_q, d]
-//   L = rowmax + log rowsum   [N_q], the row logsumexp (natural log)
-//
-// Why double: the kernels accumulate in fp32 (or fp16/bf16 inputs with fp32 accumulators),
-// so a double reference is a yardstick whose own error is far below anything we measure.
-// Why it materialises S and P: this is the O(N²)-memory algorithm FlashAttention avoids;
-// the reference can afford it for the sizes the tests use.
-//
-// `attention_plain()` is the same algorithm as plain loops entirely in float. It serves
-// twice: as an independent oracle for `attention()` (no Eigen, no double), and as the
-// "plain same-precision implementation" whose error against `attention()` sets the
-// tolerance for low-precision steps (flash-attention's 2× rule, see STYLE.md).
-//
-// Semantics shared with every step (see problem.h):
-//   - GQA: query head h reads key/value head h / group_size().
-//   - Causal masks are bottom-right aligned: row i sees keys [0, kv_end(i)).
-//   - A row that sees no key has O = 0 and L = -inf, never NaN.
-//   - NaN in Q, K or V propagates to the outputs that depend on it; it is never hidden.
+/// \file attention.h
+/// \brief The single source of truth: attention computed the obvious way.
+///
+/// Every step, test and benchmark compares against `attention()`: Eigen matrices in double,
+/// one (batch, head) slice at a time, exactly as the formula reads —
+///
+/// ```text
+///   S = scale · Q Kᵀ          [N_q, N_kv], -inf where the causal mask hides a key
+///   P = softmax_rows(S)       [N_q, N_kv], stable: exp(S − rowmax) / rowsum
+///   O = P V                   [N_q, d]
+///   L = rowmax + log rowsum   [N_q], the row logsumexp (natural log)
+/// ```
+///
+/// Why double: the kernels accumulate in fp32 (or fp16/bf16 inputs with fp32 accumulators),
+/// so a double reference is a yardstick whose own error is far below anything we measure.
+/// Why it materialises S and P: this is the O(N²)-memory algorithm FlashAttention avoids;
+/// the reference can afford it for the sizes the tests use.
+///
+/// `attention_plain()` is the same algorithm as plain loops entirely in float. It serves
+/// twice: as an independent oracle for `attention()` (no Eigen, no double), and as the
+/// "plain same-precision implementation" whose error against `attention()` sets the
+/// tolerance for low-precision steps (flash-attention's 2× rule, see STYLE.md).
+///
+/// Semantics shared with every step (see problem.h):
+///   - GQA: query head h reads key/value head h / group_size().
+///   - Causal masks are bottom-right aligned: row i sees keys [0, kv_end(i)).
+///   - A row that sees no key has O = 0 and L = -inf, never NaN.
+///   - NaN in Q, K or V propagates to the outputs that depend on it; it is never hidden.
 #pragma once
 
 #include <vector>
 
 #include "problem.h"
 
+/// \brief The CPU reference: attention in double, the plain float oracle and the
+/// streaming model of the online softmax.
 namespace fa::ref {
 
 /// \brief Output of the double reference.

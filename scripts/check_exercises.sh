@@ -16,7 +16,7 @@
 # the one scripts/test.sh uses (build/, or build-ci/ under CI=true); FA_BUILD_DIR=dir picks
 # another.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source scripts/setup.sh
 
 cpu_only=0
@@ -48,14 +48,15 @@ for d in steps/*/exercise; do exercises+=("$(basename "$(dirname "$d")")"); done
 # add a line with the marker.
 solution_of() {
   case "$1" in
-    steps/00_*) echo "reference/$(basename "$2")" ;;
+    00_*) echo "reference/$(basename "$2")" ;;
     *) echo "steps/$1/$(basename "$2")" ;;
   esac
 }
 for step in "${exercises[@]}"; do
   nn=${step:0:2}; drift[$nn]=ok
   [ -f "steps/$step/exercise/HINTS.md" ] || { violation "exercise $nn has no HINTS.md"; drift[$nn]=FAIL; }
-  for f in $(find "steps/$step/exercise" -maxdepth 1 -type f ! -name HINTS.md | sort); do
+  for f in $(find "steps/$step/exercise" -maxdepth 1 -type f \( -name '*.cu' -o -name '*.cuh' \
+                -o -name '*.cpp' -o -name '*.h' \) | sort); do
     sol=$(solution_of "$step" "$f")
     if [ ! -f "$sol" ]; then violation "$f has no solution file $sol"; drift[$nn]=FAIL; continue; fi
     grep -q 'TODO(exercise)' "$f" || { violation "$f has no TODO(exercise) marker"; drift[$nn]=FAIL; }
@@ -90,7 +91,8 @@ done
 #   a signal means it failed for the wrong reason, a hang is stopped by the timeout: both are
 #   violations too, since an exercise must fail by computing wrong values.
 #   Solution: the step's own ctest entries (cpu/reference and cpu/streaming for step 00).
-crash_re='illegal memory access|illegal address|illegal instruction|misaligned address|unspecified launch failure|launch timed out|hardware stack error'
+crash_re='illegal memory access|illegal address|illegal instruction|misaligned address'
+crash_re+='|unspecified launch failure|launch timed out|hardware stack error'
 for step in "${exercises[@]}"; do
   nn=${step:0:2}
   skeleton[$nn]="-"; solution[$nn]="-"

@@ -6,8 +6,9 @@
 #   scripts/exercise.sh test NN         builds it and runs its tests (ctest -L exercise_NN)
 #   scripts/exercise.sh hints NN [1-3]  the hints: all of them, or up to level 1, 2 or 3
 #   scripts/exercise.sh diff NN         compare with the solution (diff -u solution yours)
-#   scripts/exercise.sh reset NN        start over: your files are copied to <build>/exercise-backup/
-#                                       and the exercise's files are restored from git
+#   scripts/exercise.sh reset NN        start over: your files are copied to
+#                                       <build>/exercise-backup/, the exercise's are restored
+#                                       from git
 #   scripts/exercise.sh further [TASK]  the going-further tasks, or run one task's test
 #
 # NN is the step number: 00 (the CPU exercise, no GPU needed) to 04. The build directory is
@@ -17,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
 build_dir() {
   if [ -n "${FA_BUILD_DIR:-}" ]; then echo "$FA_BUILD_DIR"
@@ -35,11 +36,13 @@ build() { configure && cmake --build "$(build_dir)" -j "$(nproc)" --target "$@";
 # The exercise folder of step NN, e.g. steps/04_flash_attention/exercise.
 exercise_dir() {
   local nn=$1 d
-  [[ "$nn" =~ ^[0-9]{2}$ ]] || { echo "error: NN must be two digits, e.g. 04 (got '$nn')" >&2; exit 2; }
+  if ! [[ "$nn" =~ ^[0-9]{2}$ ]]; then
+    echo "error: NN must be two digits, e.g. 04 (got '$nn')" >&2; exit 2
+  fi
   for d in steps/"$nn"_*/exercise; do
     [ -d "$d" ] && { echo "$d"; return 0; }
   done
-  echo "error: step $nn has no exercise (there is one for: $(ls -d steps/*/exercise | cut -c7-8 | tr '\n' ' '))" >&2
+  echo "error: step $nn has no exercise; these do: $(ls -d steps/*/exercise | cut -c7-8 | xargs)" >&2
   exit 2
 }
 # The solution file an exercise file stands in for (step 00's live in reference/).
@@ -50,14 +53,18 @@ solution_of() {
     *) echo "$step/$(basename "$f")" ;;
   esac
 }
-exercise_files() { find "$1" -maxdepth 1 -type f ! -name HINTS.md | sort; }
+exercise_files() {  # the exercise's code files (not HINTS.md, nor an editor's backups)
+  find "$1" -maxdepth 1 -type f \( -name '*.cu' -o -name '*.cuh' -o -name '*.cpp' -o -name '*.h' \) |
+    sort
+}
 
 cmd=${1:-}; [ $# -gt 0 ] && shift
 case "$cmd" in
   list)
     for d in steps/*/exercise; do
       step=$(basename "$(dirname "$d")")
-      left=$(cat $(exercise_files "$d") | grep -c 'TODO(exercise)' || true)
+      mapfile -t files < <(exercise_files "$d")
+      left=$(cat "${files[@]}" | grep -c 'TODO(exercise)' || true)
       printf '%s  %-22s %2d TODO(exercise) left in %s\n' "${step:0:2}" "$step" "$left" \
         "$(exercise_files "$d" | xargs -n1 basename | tr '\n' ' ')"
     done ;;
@@ -86,11 +93,12 @@ case "$cmd" in
     [ $# -ge 1 ] && [ $# -le 2 ] || usage
     d=$(exercise_dir "$1"); level=${2:-3}
     [[ "$level" =~ ^[123]$ ]] || usage
-    # Headings "### Level N" start level N; everything else belongs to the level above it.
-    # (Outside code blocks: a "# comment" in a shell example is no heading.)
+    # "### Level N" starts a hint of level N; a "#"/"##" heading ends it, except "## Common
+    # mistakes", which counts as level 3. (Outside code blocks: "# x" in an example is no
+    # heading.)
     awk -v max="$level" '/^```/ { fence = !fence }
                          !fence && /^### Level [0-9]/ { lvl = $3 + 0 }
-                         !fence && /^##? / { lvl = 0 }
+                         !fence && /^##? / { lvl = /^## Common mistakes/ ? 3 : 0 }
                          lvl <= max { print }' "$d/HINTS.md" ;;
   diff)
     [ $# -eq 1 ] || usage
@@ -102,7 +110,8 @@ case "$cmd" in
     d=$(exercise_dir "$1")
     backup="$(build_dir)/exercise-backup/$1-$(date +%Y%m%d-%H%M%S)"
     mkdir -p "$backup"
-    cp $(exercise_files "$d") "$backup/"
+    mapfile -t files < <(exercise_files "$d")
+    cp "${files[@]}" "$backup/"
     git checkout HEAD -- "$d"
     echo "exercise $1 reset from git; your files were copied to $backup/" ;;
   further)
@@ -118,7 +127,9 @@ case "$cmd" in
       exit 0
     fi
     task=$1
-    grep -qx -- "$task" <<<"$tasks" || { echo "error: no task '$task'; tasks: $(echo $tasks)" >&2; exit 2; }
+    if ! grep -qx -- "$task" <<<"$tasks"; then
+      echo "error: no task '$task'; the tasks:" $tasks >&2; exit 2
+    fi
     step=$(basename steps/"${task:0:2}"_*)
     fa_setup
     build "test_$step"

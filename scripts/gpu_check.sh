@@ -6,12 +6,12 @@
 #   scripts/gpu_check.sh                 # everything, PERF.md shapes (takes a few minutes)
 #   scripts/gpu_check.sh --quick         # N = 1024 and 4096 only
 #   options: --dtypes fp32,bf16,fp16  --name h200  --logs DIR  --skip-tests  --skip-bench  --skip-peers  --skip-traffic
-#            --bench-args "..."  --peer-args "..."
+#            --skip-mutants  --bench-args "..."  --peer-args "..."
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 orig_args="$*"
-dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 bench=1 peers=1 traffic=1 bench_args="" peer_args=""
+mutants=1 dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 bench=1 peers=1 traffic=1 bench_args="" peer_args=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) name=$2; shift ;;
@@ -22,6 +22,7 @@ while [ $# -gt 0 ]; do
     --skip-bench) bench=0 ;;
     --skip-peers) peers=0 ;;
     --skip-traffic) traffic=0 ;;
+    --skip-mutants) mutants=0 ;;
     --bench-args) bench_args=$2; shift ;;
     --peer-args) peer_args=$2; shift ;;
     *) echo "error: unknown option $1 (see the top of $0)" >&2; exit 2 ;;
@@ -48,16 +49,26 @@ status=0
 if [ "$tests" = 1 ]; then
   step "tests (every GPU test must run: none skipped)"
   set +e
-  ctest --test-dir "$build" -j 8 --output-on-failure 2>&1 | tee "$logs/ctest.log" | grep -E "tests passed|tests failed|Test +#.*(Failed|Skipped|Not Run)|\*\*\*"
+  ctest --test-dir "$build" -j 8 --output-on-failure -LE exercise 2>&1 | tee "$logs/ctest.log" | grep -E "tests passed|tests failed|Test +#.*(Failed|Skipped|Not Run)|\*\*\*"
   set -e
   if grep -qE "Skipped|Not Run" "$logs/ctest.log"; then echo "FAIL: some tests were skipped"; status=1; fi
   grep -q "100% tests passed" "$logs/ctest.log" || { echo "FAIL: not every test passed"; status=1; }
 fi
 
-step "mutants: the tests must fail on broken kernels"
-{ echo "# scripts/mutation_check.sh on $gpu, driver $driver, $(date -u +%Y-%m-%d), commit $commit"
-  scripts/mutation_check.sh; } 2>&1 | tee "docs/results/$name-mutants.txt"
-[ "${PIPESTATUS[0]}" = 0 ] || status=1
+if [ "$tests" = 1 ]; then
+  step "exercises: each skeleton fails its tests (by wrong values), each solution passes"
+  set +e
+  FA_BUILD_DIR="$build" scripts/check_exercises.sh 2>&1 | tee "$logs/exercises.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  set -e
+fi
+
+if [ "$mutants" = 1 ]; then
+  step "mutants: the tests must fail on broken kernels"
+  { echo "# scripts/mutation_check.sh on $gpu, driver $driver, $(date -u +%Y-%m-%d), commit $commit"
+    scripts/mutation_check.sh; } 2>&1 | tee "docs/results/$name-mutants.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+fi
 
 step "the C API through Python (scripts/flash_tutorial.py) against PyTorch"
 PYTHONUNBUFFERED=1 FLASH_TUTORIAL_LIB="$build/lib/libflash_tutorial.so" $py scripts/check_python_api.py 2>&1 | tee "$logs/python_api.log" || status=1

@@ -1,4 +1,5 @@
-/* flash_tutorial.h — C API: run any registered step on device pointers.
+/** \file flash_tutorial.h
+ * \brief C API: run any registered step on device pointers.
  *
  * Every call validates first (the same checks as the tour and the tests) and launches
  * nothing on bad input; the return code says what kind of error, fa_last_error() what
@@ -19,42 +20,58 @@ extern "C" {
 #define FA_API
 #endif
 
-/** Return codes. */
+/** \brief Return codes. */
 typedef enum {
-  FA_OK = 0,
+  FA_OK = 0,                     /**< success */
   FA_ERROR_INVALID_ARGUMENT = 1, /**< the problem or a pointer is not acceptable */
   FA_ERROR_UNKNOWN_STEP = 2,     /**< no step by that name */
   FA_ERROR_CUDA = 3,             /**< a CUDA call failed */
-  FA_ERROR_INTERNAL = 4
+  FA_ERROR_INTERNAL = 4          /**< any other exception (see fa_last_error) */
 } fa_status;
 
-/** The problem, as in common/problem.h. dtype: 0 fp32, 1 fp16, 2 bf16. layout: 0 [B,N,H,d],
+/** \brief The problem, as in common/problem.h. dtype: 0 fp32, 1 fp16, 2 bf16. layout: 0 [B,N,H,d],
  * 1 [B,H,N,d]. scale 0 means 1/sqrt(head_dim). causal is bottom-right aligned. */
 typedef struct {
+  /**@{*/
+  /** The shape: B, H_q, H_kv, N_q, N_kv and d, as in fa::Problem. */
   int batch, heads_q, heads_kv, n_q, n_kv, head_dim;
-  float scale;
-  int causal;
-  int dtype;
-  int layout;
+  /**@}*/
+  float scale; /**< softmax scale; 0 means 1/sqrt(head_dim) */
+  int causal;  /**< nonzero: causal mask, bottom-right aligned */
+  int dtype;   /**< 0 fp32, 1 fp16, 2 bf16 */
+  int layout;  /**< 0 [B,N,H,d], 1 [B,H,N,d] */
 } fa_problem;
 
-/** Number of registered GPU steps. */
+/** \brief Number of registered GPU steps. \return the count */
 FA_API int fa_num_steps(void);
-/** Folder name of step `index` (0-based), e.g. "04_flash_attention"; NULL if out of range. */
+/** \brief Folder name of step `index` (0-based), e.g. "04_flash_attention"; NULL if out of
+ * range. \param index 0 .. fa_num_steps() - 1 \return the name, a static string */
 FA_API const char* fa_step_name(int index);
-/** One line on what step `index` teaches; NULL if out of range. */
+/** \brief One line on what step `index` teaches; NULL if out of range.
+ * \param index 0 .. fa_num_steps() - 1 \return the lesson, a static string */
 FA_API const char* fa_step_lesson(int index);
-/** Checks that `step` can run `problem` (shapes, dtype, head_dim, features). */
+/** \brief Checks that `step` can run `problem` (shapes, dtype, head_dim, features).
+ * \param step a step name (as in fa_step_name, or its number or slug)
+ * \param problem the problem \return FA_OK, or the error (then see fa_last_error) */
 FA_API fa_status fa_check(const char* step, const fa_problem* problem);
-/** Device scratch bytes `step` needs for `problem`, in *bytes. */
+/** \brief Device scratch bytes `step` needs for `problem`, in *bytes.
+ * \param step a step name \param problem the problem \param bytes receives the size
+ * \return FA_OK, or the error (then see fa_last_error) */
 FA_API fa_status fa_workspace_bytes(const char* step, const fa_problem* problem, size_t* bytes);
-/** Runs `step` asynchronously on `stream` (a cudaStream_t, or NULL). q, k, v, o are in the
- * problem's dtype and layout; lse is fp32 [B, H_q, N_q]; workspace holds at least
- * fa_workspace_bytes bytes (may be NULL when that is 0). */
+/** \brief Runs `step` asynchronously on `stream` (a cudaStream_t, or NULL). q, k, v, o are in
+ * the problem's dtype and layout; lse is fp32 [B, H_q, N_q]; workspace holds at least
+ * fa_workspace_bytes bytes (may be NULL when that is 0).
+ * \param step a step name \param problem the problem
+ * \param q Q \param k K \param v V \param o O (written) \param lse L (written)
+ * \param workspace device scratch \param workspace_bytes its size in bytes
+ * \param stream a cudaStream_t, or NULL for the default stream
+ * \return FA_OK once launched, or the error (then see fa_last_error); nothing is launched
+ * on an error */
 FA_API fa_status fa_run(const char* step, const fa_problem* problem, const void* q,
                         const void* k, const void* v, void* o, float* lse, void* workspace,
                         size_t workspace_bytes, void* stream);
-/** The message of the last error on this thread ("" if none). */
+/** \brief The message of the last error on this thread ("" if none).
+ * \return the message, valid until the next call on this thread */
 FA_API const char* fa_last_error(void);
 
 #ifdef __cplusplus
