@@ -41,7 +41,7 @@ RECORD_FIELDS = KEY_FIELDS + ("median_ms", "tflops", "extra_device_bytes", "nxn_
 DTYPE_ORDER = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
 # Peers in the order PERF.md lists them: fastest fused kernel first, the naive composite last.
 PEER_ORDER = ["torch_cudnn", "torch_flash", "torch_efficient", "torch_math", "torch_naive"]
-DEFAULT_RATIO_PEERS = "torch_efficient,torch_flash,cublas_baseline"
+DEFAULT_RATIO_PEERS = "torch_efficient,torch_flash,torch_naive,cublas_baseline"
 NAME_FIELDS = [  # (position in the benchmark name, record field, prefix, type)
     (1, "dtype", "", str), (2, "d", "d", int), (3, "causal", "causal", int),
     (4, "batch", "B", int), (5, "heads_q", "Hq", int), (6, "heads_kv", "Hkv", int),

@@ -242,9 +242,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
 
   // O goes out through shared memory so that every store to global memory is 16 contiguous
   // bytes (a lane's accumulators are 4-byte pairs scattered over 2·kMmaM rows). The staging
-  // area is this warp's own rows of sQ: no other warp ever reads them, and this warp's last
-  // ldmatrix of Q was consumed by the mmas that produced acc_o, so no barrier is needed —
-  // only __syncwarp between the writes and the reads of other lanes' pairs.
+  // area is this warp's own rows of sQ: no other warp ever reads them, so no block barrier
+  // is needed. Within the warp, lanes overwrite rows that other lanes read with ldmatrix:
+  // the data dependency through the mmas orders them in practice, but the memory model (and
+  // compute-sanitizer's racecheck) wants a __syncwarp between those reads and these writes,
+  // and another between the writes and the reads of other lanes' pairs.
+  __syncwarp();
 #pragma unroll
   for (int mi = 0; mi < kMmaM; ++mi) {
 #pragma unroll
