@@ -108,13 +108,14 @@ def results_table(doc, n):
     shapes = sorted({(r["batch"], r["heads_q"], r["d"]) for r in at_n})
     shape_note = ", ".join(f"B={b} H={h} d={d}" for b, h, d in shapes) if len(shapes) <= 4 \
         else "the FlashAttention benchmark shapes"
-    provenance = ", ".join(x for x in (doc.get("date"), f"commit {doc['commit']}"
+    provenance = ", ".join(x for x in (doc.get("date"), f"latest commit {doc['commit']}"
                                        if doc.get("commit") else None) if x)
     lines = [f"Forward TFLOP/s on an {gpu} at N = {n} ({shape_note}), the best over the "
              f"layouts measured; – where not measured or not supported"
              + (f" ({provenance})" if provenance else "") + ". "
-             "Our steps first, then the cuBLAS baseline and PyTorch's SDPA backends, "
-             "measured in the same run.", ""]
+             "Our steps first, then the cuBLAS baseline and PyTorch's SDPA backends; each "
+             "dtype's columns were measured in one run, ours and the peers together "
+             "([docs/results/h200.md](docs/results/h200.md) says which run).", ""]
     if not columns:
         lines.append(f"(no results at N = {n} in the results file)")
         return lines

@@ -552,6 +552,9 @@ std::size_t workspace_bytes(const Problem&) { return 0; }
 std::size_t nxn_bytes_written(const Problem&) { return 0; }  // S and P stay on chip
 
 std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
+  if (prop.major < 8)  // bf16 WMMA and cp.async arrived with Ampere (sm_80)
+    return "compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+           " is below the 8.0 that step 05_tensor_cores needs";
   std::size_t smem = 0;
   long long block_m = 1;
   with_config(p.dtype, p.head_dim, [&](auto cfg) {
