@@ -76,6 +76,7 @@ PYTHONUNBUFFERED=1 FLASH_TUTORIAL_LIB="$build/lib/libflash_tutorial.so" $py scri
 step "tour"
 "$build/bin/tour" | tee "$logs/tour.log" || status=1
 "$build/bin/tour" --n 4096 --heads-q 8 --heads-kv 8 --causal | tee -a "$logs/tour.log" || status=1
+"$build/bin/tour" --n 4096 --heads-q 8 --heads-kv 2 --d 128 --dtype bf16 | tee -a "$logs/tour.log" || status=1
 
 if [ "$bench" = 1 ]; then
   step "benchmarks (ours and the cuBLAS baseline)"
