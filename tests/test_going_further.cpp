@@ -15,18 +15,12 @@
 //
 // Replay a failure: FA_SEED=<base seed printed in the failure> test_NN_slug "[tag]".
 #include <cstdint>
-#include <cstdlib>
-#include <iostream>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "attention.h"
 #include "catch.hpp"
-#include "compare.h"
-#include "inputs.h"
-#include "registry.h"
+#include "gpu_suite.h"
 
 namespace {
 
@@ -34,20 +28,7 @@ using fa::Distribution;
 using fa::DType;
 using fa::Problem;
 using fa::StepInfo;
-
-std::uint64_t base_seed() {
-  static const std::uint64_t base = [] {
-    const char* env = std::getenv("FA_SEED");
-    const std::uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-    std::cout << "going-further seed: FA_SEED=" << s << std::endl;
-    return s;
-  }();
-  return base;
-}
-std::uint64_t next_seed() {
-  static std::uint64_t counter = 0;
-  return base_seed() + counter++;
-}
+using namespace fa::test;
 
 /// The step with chapter number `number` in this program, or nullptr. A test program holds
 /// one step (test_NN_slug, or the exercise program exercise_NN).
@@ -68,21 +49,6 @@ const StepInfo& require_step(int number) {
   return *s;
 }
 
-Problem make_problem(int b, int hq, int hkv, int nq, int nkv, int d, bool causal, DType dtype,
-                     fa::Layout layout = fa::Layout::BNHD) {
-  Problem p;
-  p.batch = b;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.n_q = nq;
-  p.n_kv = nkv;
-  p.head_dim = d;
-  p.causal = causal;
-  p.dtype = dtype;
-  p.layout = layout;
-  return p;
-}
-
 /// Runs `step` on `p` (fresh inputs, poisoned outputs) and judges O and L against the double
 /// reference with the tolerance of compare.h for p.dtype.
 void check_task_case(const StepInfo& step, const Problem& p,
@@ -94,36 +60,25 @@ void check_task_case(const StepInfo& step, const Problem& p,
   INFO("check_step: " << accepted);
   REQUIRE(accepted.empty());  // first the step must accept the problem ...
   const fa::HostInputs in = fa::make_inputs(p, dist, seed);
-  const fa::ref::Result ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
-  std::vector<float> plain_lse;
-  const std::vector<float> plain_o =
-      fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(), &plain_lse);
-  fa::DeviceProblem dev(in, step.workspace_bytes ? step.workspace_bytes(p) : 0);
-  dev.poison();
-  fa::run_step(step, p, dev.tensors(), dev.workspace());
-  std::vector<float> o, lse;
-  dev.download(&o, &lse);
-  std::string e = fa::judge(fa::compare_output(p, o, ref.o),
-                            fa::compare_output(p, plain_o, ref.o), "O", p.dtype);
-  if (e.empty())
-    e = fa::judge(fa::compare_lse(p, lse, ref.lse), fa::compare_lse(p, plain_lse, ref.lse), "L",
-                  p.dtype);
+  const std::string e = verdict(p, run_on_device(step, in), expected_for(in));
   INFO(e);
   CHECK(e.empty());  // ... then compute it right
 }
 
 /// The shapes every task is checked on, for one head dim and dtype.
 void check_task(const StepInfo& step, int d, DType dtype) {
+  auto check = [&](const Problem& p, Distribution dist = Distribution::Normal) {
+    check_task_case(step, with_dtype(p, dtype), dist);
+  };
   for (bool causal : {false, true}) {
     if (causal && !step.causal) continue;
     for (int n : {1, 17, 64, 129, 1000})
-      check_task_case(step, make_problem(n <= 129 ? 2 : 1, 2, 2, n, n, d, causal, dtype));
+      check(make_problem(n <= 129 ? 2 : 1, 2, 2, n, n, d, causal));
     for (auto [nq, nkv] : {std::pair{17, 129}, {129, 17}, {1, 1000}, {200, 64}})
-      check_task_case(step, make_problem(1, 2, 2, nq, nkv, d, causal, dtype));
-    if (step.gqa) check_task_case(step, make_problem(2, 6, 2, 129, 129, d, causal, dtype));
-    check_task_case(step, make_problem(1, 2, 2, 333, 333, d, causal, dtype, fa::Layout::BHND));
-    check_task_case(step, make_problem(1, 2, 2, 300, 300, d, causal, dtype),
-                    Distribution::Large);
+      check(make_problem(1, 2, 2, nq, nkv, d, causal));
+    if (step.gqa) check(make_problem(2, 6, 2, 129, 129, d, causal));
+    check(make_problem(1, 2, 2, 333, 333, d, causal, fa::Layout::BHND));
+    check(make_problem(1, 2, 2, 300, 300, d, causal), Distribution::Large);
   }
 }
 

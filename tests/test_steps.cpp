@@ -10,38 +10,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <iostream>
-#include <random>
 #include <vector>
 
-#include "attention.h"
 #include "catch.hpp"
 #include "compare.h"
-#include "inputs.h"
-#include "registry.h"
+#include "gpu_suite.h"
 
 namespace {
 
 using fa::Distribution;
 using fa::Problem;
 using fa::StepInfo;
-
-// One base seed per program run, printed once; each case gets base + a counter.
-std::uint64_t base_seed() {
-  static const std::uint64_t base = [] {
-    const char* env = std::getenv("FA_SEED");
-    const std::uint64_t s = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-    std::cout << "test seed: FA_SEED=" << s << std::endl;
-    return s;
-  }();
-  return base;
-}
-std::uint64_t next_seed() {
-  static std::uint64_t counter = 0;
-  return base_seed() + counter++;
-}
+using namespace fa::test;
 
 // The head dims to test: 32, 64, 128 where the step supports them, else its own list.
 std::vector<int> dims_for(const StepInfo& s) {
@@ -54,46 +35,6 @@ std::vector<int> dims_for(const StepInfo& s) {
   }
   if (out.empty()) out = s.head_dims;
   return out;
-}
-
-Problem make_problem(int b, int hq, int hkv, int nq, int nkv, int d, bool causal,
-                     fa::Layout layout = fa::Layout::BNHD) {
-  Problem p;
-  p.batch = b;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.n_q = nq;
-  p.n_kv = nkv;
-  p.head_dim = d;
-  p.causal = causal;
-  p.layout = layout;
-  return p;
-}
-
-struct Outputs {
-  std::vector<float> o, lse;
-};
-
-// Runs `step` on fresh poisoned outputs and returns what it wrote.
-Outputs run_on_device(const StepInfo& step, const fa::HostInputs& in) {
-  const Problem& p = in.problem;
-  fa::DeviceProblem dev(in, step.workspace_bytes ? step.workspace_bytes(p) : 0);
-  dev.poison();
-  fa::run_step(step, p, dev.tensors(), dev.workspace());
-  Outputs out;
-  dev.download(&out.o, &out.lse);
-  return out;
-}
-
-// The verdict on one output against the reference, "" when it passes.
-std::string verdict(const Problem& p, const Outputs& got, const fa::ref::Result& ref,
-                    const std::vector<float>& plain_o, const std::vector<float>& plain_lse) {
-  std::string e = fa::judge(fa::compare_output(p, got.o, ref.o),
-                            fa::compare_output(p, plain_o, ref.o), "O", p.dtype);
-  if (e.empty())
-    e = fa::judge(fa::compare_lse(p, got.lse, ref.lse), fa::compare_lse(p, plain_lse, ref.lse),
-                  "L", p.dtype);
-  return e;
 }
 
 // Changes the inputs of a case before it runs (numerics tests plant NaN, Inf, huge values).
@@ -110,12 +51,7 @@ void check_case(const StepInfo& step, Problem p, Distribution dist = Distributio
   REQUIRE(fa::check_step(step, p).empty());
   fa::HostInputs in = fa::make_inputs(p, dist, seed);
   if (mutate) mutate(in);
-  const fa::ref::Result ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
-  std::vector<float> plain_lse;
-  const std::vector<float> plain_o =
-      fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(), &plain_lse);
-  const Outputs got = run_on_device(step, in);
-  const std::string e = verdict(p, got, ref, plain_o, plain_lse);
+  const std::string e = verdict(p, run_on_device(step, in), expected_for(in));
   INFO(e);
   CHECK(e.empty());
   }
@@ -210,18 +146,15 @@ TEST_CASE("edges: fully masked rows, many heads, odd d, and checks that can fail
     // The judge must reject an output with one wrong element, and one never written.
     const Problem p = for_step(*step, make_problem(1, 2, 2, 64, 64, d, false));
     const fa::HostInputs in = fa::make_inputs(p, Distribution::Normal, next_seed());
-    const fa::ref::Result ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
-    std::vector<float> plain_lse;
-    const auto plain_o = fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(),
-                                                  &plain_lse);
+    const Expected want = expected_for(in);
     Outputs got = run_on_device(*step, in);
-    REQUIRE(verdict(p, got, ref, plain_o, plain_lse).empty());
+    REQUIRE(verdict(p, got, want).empty());
     got.o[got.o.size() / 2] += 0.01f;
-    CHECK_FALSE(verdict(p, got, ref, plain_o, plain_lse).empty());
+    CHECK_FALSE(verdict(p, got, want).empty());
     fa::DeviceProblem unrun(in, 0);  // poisoned, the step never launched
     Outputs poisoned;
     unrun.download(&poisoned.o, &poisoned.lse);
-    CHECK_FALSE(verdict(p, poisoned, ref, plain_o, plain_lse).empty());
+    CHECK_FALSE(verdict(p, poisoned, want).empty());
   }
 }
 

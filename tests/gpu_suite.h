@@ -1,0 +1,44 @@
+// gpu_suite.h — what every GPU test file shares: seeds, problems, running a step on poisoned
+// outputs, and the verdict against the reference (compare.h's tolerance policy).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention.h"
+#include "inputs.h"
+#include "registry.h"
+
+namespace fa::test {
+
+/// \brief One base seed per program run (FA_SEED, or random), printed once.
+std::uint64_t base_seed();
+/// \brief base_seed() + a counter: each case draws fresh inputs, replayable from the base.
+std::uint64_t next_seed();
+
+/// \brief An fp32 problem; change its dtype with with_dtype().
+Problem make_problem(int b, int hq, int hkv, int nq, int nkv, int d, bool causal,
+                     Layout layout = Layout::BNHD);
+/// \brief `p` with its dtype set to `t`.
+Problem with_dtype(Problem p, DType t);
+
+/// \brief What a step wrote: O (as float) and L.
+struct Outputs {
+  std::vector<float> o, lse;
+};
+
+/// \brief Runs `step` on fresh outputs poisoned with NaN and returns what it wrote.
+Outputs run_on_device(const StepInfo& step, const HostInputs& in);
+
+/// \brief The double reference and the plain same-precision oracle for one input.
+struct Expected {
+  ref::Result ref;
+  std::vector<float> plain_o, plain_lse;
+};
+Expected expected_for(const HostInputs& in);
+
+/// \brief The verdict on `got` against `want`: "" when O and L pass the tolerance policy.
+std::string verdict(const Problem& p, const Outputs& got, const Expected& want);
+
+}  // namespace fa::test
