@@ -69,6 +69,20 @@ int Problem::kv_end(int i) const {
   return static_cast<int>(std::clamp<long long>(end, 0, n_kv));
 }
 
+Problem make_problem(int batch, int heads_q, int heads_kv, int n_q, int n_kv, int head_dim,
+                     bool causal, Layout layout) {
+  Problem p;
+  p.batch = batch;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.n_q = n_q;
+  p.n_kv = n_kv;
+  p.head_dim = head_dim;
+  p.causal = causal;
+  p.layout = layout;
+  return p;
+}
+
 std::string Problem::describe() const {
   std::ostringstream os;
   os << "B=" << batch << " Hq=" << heads_q << " Hkv=" << heads_kv << " Nq=" << n_q

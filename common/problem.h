@@ -92,6 +92,10 @@ struct Problem {
   std::string describe() const;
 };
 
+/// \brief A problem from its shapes: fp32, scale 1/sqrt(d).
+Problem make_problem(int batch, int heads_q, int heads_kv, int n_q, int n_kv, int head_dim,
+                     bool causal = false, Layout layout = Layout::BNHD);
+
 /// \brief Limits every step shares (a step may be stricter, see StepInfo).
 struct Limits {
   static constexpr int kMaxHeadDim = 256;  ///< the largest head dim d any step may accept

@@ -26,16 +26,11 @@ case "${1:-}" in
   *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
 
-if [ -n "${FA_BUILD_DIR:-}" ]; then dir=$FA_BUILD_DIR
-elif [ "$(fa_preset)" = default ]; then dir=build
-else dir="build-$(fa_preset)"; fi
+dir=$(fa_build_dir)
 logs="$dir/check-exercises"
 mkdir -p "$logs"
 fa_setup || exit 1
-if [ ! -f "$dir/CMakeCache.txt" ]; then
-  if [ -n "${FA_BUILD_DIR:-}" ]; then cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  else cmake --preset "$(fa_preset)" >/dev/null; fi || exit 1
-fi
+fa_configure || exit 1
 
 violations=0
 declare -A drift built skeleton solution

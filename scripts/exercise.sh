@@ -20,18 +20,7 @@ source scripts/setup.sh
 
 usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
-build_dir() {
-  if [ -n "${FA_BUILD_DIR:-}" ]; then echo "$FA_BUILD_DIR"
-  elif [ "$(fa_preset)" = default ]; then echo build
-  else echo "build-$(fa_preset)"; fi
-}
-configure() {  # once; incremental afterwards
-  local dir; dir=$(build_dir)
-  [ -f "$dir/CMakeCache.txt" ] && return 0
-  if [ -n "${FA_BUILD_DIR:-}" ]; then cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  else cmake --preset "$(fa_preset)" >/dev/null; fi
-}
-build() { configure && cmake --build "$(build_dir)" -j "$(nproc)" --target "$@"; }
+build() { fa_build --target "$@"; }
 
 # The exercise folder of step NN, e.g. steps/04_flash_attention/exercise.
 exercise_dir() {
@@ -78,9 +67,9 @@ case "$cmd" in
     exercise_dir "$1" >/dev/null
     fa_setup
     build "exercise_$1"
-    log="$(build_dir)/exercise-$1.log"
+    log="$(fa_build_dir)/exercise-$1.log"
     set +e
-    ctest --test-dir "$(build_dir)" -L "^exercise_$1\$" --output-on-failure 2>&1 | tee "$log"
+    ctest --test-dir "$(fa_build_dir)" -L "^exercise_$1\$" --output-on-failure 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     set -e
     if grep -q '\*\*\*Skipped' "$log"; then
@@ -108,7 +97,7 @@ case "$cmd" in
   reset)
     [ $# -eq 1 ] || usage
     d=$(exercise_dir "$1")
-    backup="$(build_dir)/exercise-backup/$1-$(date +%Y%m%d-%H%M%S)"
+    backup="$(fa_build_dir)/exercise-backup/$1-$(date +%Y%m%d-%H%M%S)"
     mkdir -p "$backup"
     mapfile -t files < <(exercise_files "$d")
     cp "${files[@]}" "$backup/"
@@ -133,7 +122,7 @@ case "$cmd" in
     step=$(basename steps/"${task:0:2}"_*)
     fa_setup
     build "test_$step"
-    "$(build_dir)/bin/test_$step" "[$task]" ;;
+    "$(fa_build_dir)/bin/test_$step" "[$task]" ;;
   -h|--help|help) usage 0 ;;
   *) usage ;;
 esac

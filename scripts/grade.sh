@@ -24,16 +24,11 @@ case "${1:-}" in
   *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
 
-if [ -n "${FA_BUILD_DIR:-}" ]; then dir=$FA_BUILD_DIR
-elif [ "$(fa_preset)" = default ]; then dir=build
-else dir="build-$(fa_preset)"; fi
+dir=$(fa_build_dir)
 out="$dir/grade"
 rm -rf "$out" && mkdir -p "$out"
 fa_setup || exit 1
-if [ ! -f "$dir/CMakeCache.txt" ]; then
-  if [ -n "${FA_BUILD_DIR:-}" ]; then cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  else cmake --preset "$(fa_preset)" >/dev/null; fi || exit 1
-fi
+fa_configure || exit 1
 
 exercises=()
 for d in steps/*/exercise; do

@@ -56,12 +56,23 @@ fa_preset() {
   if [ -n "${FA_PRESET:-}" ]; then echo "$FA_PRESET"; elif [ "${CI:-}" = true ]; then echo ci; else echo default; fi
 }
 
-# Configures once (incremental afterwards) and builds the given targets.
+# The build folder: FA_BUILD_DIR if set, else the preset's (build/, build-ci/, ...).
+fa_build_dir() {
+  if [ -n "${FA_BUILD_DIR:-}" ]; then echo "$FA_BUILD_DIR"
+  elif [ "$(fa_preset)" = default ]; then echo build
+  else echo "build-$(fa_preset)"; fi
+}
+
+# Configures the build folder once (incremental afterwards).
+fa_configure() {
+  local dir; dir=$(fa_build_dir)
+  [ -f "$dir/CMakeCache.txt" ] && return 0
+  if [ -n "${FA_BUILD_DIR:-}" ]; then cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  else cmake --preset "$(fa_preset)" >/dev/null; fi
+}
+
+# Configures if needed and builds the given targets (all without any).
 fa_build() {
-  local preset; preset=$(fa_preset)
-  local dir=build; [ "$preset" = default ] || dir="build-$preset"
-  if [ ! -f "$dir/CMakeCache.txt" ]; then
-    cmake --preset "$preset" >/dev/null || return 1
-  fi
-  cmake --build "$dir" -j "$(nproc)" "$@"
+  fa_configure || return 1
+  cmake --build "$(fa_build_dir)" -j "$(nproc)" "$@"
 }

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 fa_setup
 fa_build
-dir=build; [ "$(fa_preset)" = default ] || dir="build-$(fa_preset)"
+dir=$(fa_build_dir)
 labels=(-LE exercise)
 for a in "$@"; do
   case "$a" in

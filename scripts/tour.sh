@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 fa_setup
 fa_build --target tour 00_cpu_reference
-dir=build; [ "$(fa_preset)" = default ] || dir="build-$(fa_preset)"
+dir=$(fa_build_dir)
 "$dir/bin/tour" "$@"

@@ -23,19 +23,6 @@ std::uint64_t next_seed() {
   return base_seed() + counter++;
 }
 
-Problem make_problem(int b, int hq, int hkv, int nq, int nkv, int d, bool causal, Layout layout) {
-  Problem p;
-  p.batch = b;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.n_q = nq;
-  p.n_kv = nkv;
-  p.head_dim = d;
-  p.causal = causal;
-  p.layout = layout;
-  return p;
-}
-
 Problem with_dtype(Problem p, DType t) {
   p.dtype = t;
   return p;

@@ -17,9 +17,7 @@ std::uint64_t base_seed();
 /// \brief base_seed() + a counter: each case draws fresh inputs, replayable from the base.
 std::uint64_t next_seed();
 
-/// \brief An fp32 problem; change its dtype with with_dtype().
-Problem make_problem(int b, int hq, int hkv, int nq, int nkv, int d, bool causal,
-                     Layout layout = Layout::BNHD);
+using fa::make_problem;  // (common/problem.h) an fp32 problem; with_dtype() changes it
 /// \brief `p` with its dtype set to `t`.
 Problem with_dtype(Problem p, DType t);
 
