@@ -93,6 +93,9 @@ struct Problem {
 };
 
 /// \brief A problem from its shapes: fp32, scale 1/sqrt(d).
+/// \param batch B \param heads_q H_q \param heads_kv H_kv \param n_q N_q \param n_kv N_kv
+/// \param head_dim d \param causal bottom-right aligned causal mask \param layout of Q, K, V, O
+/// \return the problem (not validated: see validate())
 Problem make_problem(int batch, int heads_q, int heads_kv, int n_q, int n_kv, int head_dim,
                      bool causal = false, Layout layout = Layout::BNHD);
 

@@ -25,7 +25,7 @@ rc=${PIPESTATUS[0]}
 set -e
 # One plain closing line, so that skipped GPU tests are never read as passed.
 passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* +Passed' "$log" || true)
-failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Failed|Timeout|Exception)|Not Run' "$log" || true)
+failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Failed|Timeout|Exception|Not Run)' "$log" || true)
 skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Skipped' "$log" || true)
 [ "$skipped" -gt 0 ] && echo "note: $skipped GPU tests were skipped (no usable CUDA device); they did not pass"
 echo "ctest: $passed passed, $failed failed, $skipped skipped"
