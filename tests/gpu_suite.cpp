@@ -48,7 +48,7 @@ Expected expected_for(const HostInputs& in) {
 
 std::string verdict(const Problem& p, const Outputs& got, const Expected& want) {
   std::string e = judge(compare_output(p, got.o, want.ref.o),
-                        compare_output(p, want.plain_o, want.ref.o), "O", p.dtype);
+                        compare_output(p, want.plain_o, want.ref.o), "O", p.dtype, p.dtype);
   if (e.empty())
     e = judge(compare_lse(p, got.lse, want.ref.lse), compare_lse(p, want.plain_lse, want.ref.lse),
               "L", p.dtype);

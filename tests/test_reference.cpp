@@ -4,6 +4,7 @@
 //   2. Tiny cases computed by hand pin the semantics (bottom-right causal, GQA, empty rows).
 //   3. The CPU streaming model of the online softmax equals the reference for every tiling,
 //      for huge scores, for fully masked rows, and lets NaN through.
+//   4. The judge (compare.h) allows one output ulp for 16-bit outputs and no more.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -14,6 +15,7 @@
 
 #include "attention.h"
 #include "catch.hpp"
+#include "compare.h"
 #include "problem.h"
 #include "streaming.h"
 
@@ -463,4 +465,27 @@ TEST_CASE("streaming model rejects block sizes below 1, naming the parameter", "
   CHECK(bad_q.find("block_q (0)") != std::string::npos);
   CHECK(bad_kv.find("block_kv (-3)") != std::string::npos);
   CHECK(message({1, 1}) == "(no exception)");
+}
+
+TEST_CASE("the judge allows one output ulp for 16-bit outputs, not two", "[cpu][reference]") {
+  // fp16 spacing: 2^-10 in [1, 2), 2^-9 in [2, 4); bf16: 2^-7 in [1, 2); fp32 adds nothing.
+  CHECK(fa::ulp_of(fa::DType::F16, 1.5) == std::ldexp(1.0, -10));
+  CHECK(fa::ulp_of(fa::DType::F16, -3.0) == std::ldexp(1.0, -9));
+  CHECK(fa::ulp_of(fa::DType::F16, 1e-9) == std::ldexp(1.0, -24));  // subnormal spacing
+  CHECK(fa::ulp_of(fa::DType::BF16, 1.0) == std::ldexp(1.0, -7));
+  CHECK(fa::ulp_of(fa::DType::F32, 3.0) == 0);
+
+  // An O of magnitude ~3 whose plain implementation is almost exact (error 1e-6): a step one
+  // fp16 ulp (2^-9) off passes as fp16 output, fails when judged as fp32 output, and two
+  // ulps off fail either way.
+  fa::Comparison plain;
+  plain.rel_err = 1e-6;
+  plain.max_abs_err = 1e-6;
+  fa::Comparison step = plain;
+  step.max_abs_ref = 3.0;
+  step.max_abs_err = std::ldexp(1.0, -9);
+  CHECK(fa::judge(step, plain, "O", fa::DType::F16, fa::DType::F16).empty());
+  CHECK_FALSE(fa::judge(step, plain, "O", fa::DType::F16, fa::DType::F32).empty());
+  step.max_abs_err = 2 * std::ldexp(1.0, -9);
+  CHECK_FALSE(fa::judge(step, plain, "O", fa::DType::F16, fa::DType::F16).empty());
 }
