@@ -75,6 +75,31 @@
 #include "registry.h"
 
 namespace fa::step06 {
+FwdParams make_fwd_params(const Problem& prob, const DeviceTensors& t) {
+  const Strides qs = prob.q_strides(), kvs = prob.kv_strides();
+  FwdParams p{};
+  p.q = t.q;
+  p.k = t.k;
+  p.v = t.v;
+  p.o = t.o;
+  p.lse = t.lse;
+  p.batch = prob.batch;
+  p.heads_q = prob.heads_q;
+  p.group = prob.group_size();
+  p.n_q = prob.n_q;
+  p.n_kv = prob.n_kv;
+  // validate() keeps every tensor below 2^31 elements, so every stride fits an int.
+  p.q_batch_stride = static_cast<int>(qs.batch);
+  p.q_head_stride = static_cast<int>(qs.head);
+  p.q_row_stride = static_cast<int>(qs.row);
+  p.kv_batch_stride = static_cast<int>(kvs.batch);
+  p.kv_head_stride = static_cast<int>(kvs.head);
+  p.kv_row_stride = static_cast<int>(kvs.row);
+  p.scale_log2 = prob.softmax_scale() * kLog2e;
+  p.causal = prob.causal;
+  return p;
+}
+
 namespace {
 
 constexpr const char* kStepName = "06_flash_attention_2";
@@ -134,28 +159,7 @@ bool run_head_dim(int head_dim, const FwdParams& p, cudaStream_t stream) {
 }
 
 void run(const Problem& prob, const DeviceTensors& t, void* /*workspace*/, cudaStream_t stream) {
-  const Strides qs = prob.q_strides(), kvs = prob.kv_strides();
-  FwdParams p{};
-  p.q = t.q;
-  p.k = t.k;
-  p.v = t.v;
-  p.o = t.o;
-  p.lse = t.lse;
-  p.batch = prob.batch;
-  p.heads_q = prob.heads_q;
-  p.group = prob.group_size();
-  p.n_q = prob.n_q;
-  p.n_kv = prob.n_kv;
-  // validate() keeps every tensor below 2^31 elements, so every stride fits an int.
-  p.q_batch_stride = static_cast<int>(qs.batch);
-  p.q_head_stride = static_cast<int>(qs.head);
-  p.q_row_stride = static_cast<int>(qs.row);
-  p.kv_batch_stride = static_cast<int>(kvs.batch);
-  p.kv_head_stride = static_cast<int>(kvs.head);
-  p.kv_row_stride = static_cast<int>(kvs.row);
-  p.scale_log2 = prob.softmax_scale() * kLog2e;
-  p.causal = prob.causal;
-
+  const FwdParams p = make_fwd_params(prob, t);
   bool supported = false;
   if (prob.dtype == DType::BF16)
     supported = run_head_dim<__nv_bfloat16>(prob.head_dim, p, stream);

@@ -9,6 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "problem.h"
+#include "registry.h"
+
 namespace fa::step06 {
 
 /// \brief What the kernel needs, by value (a __grid_constant__ kernel argument). Offsets are
@@ -85,8 +88,15 @@ struct FwdParams {
 // 2 · (80 + 1) ≤ 228 KB. While one CTA's warps wait on a barrier or on the softmax's
 // MUFU.EX2, the other's issue mmas.
 // ---------------------------------------------------------------------------------------------
+//
+// The last three parameters exist for the measured table of versions (variants.cu, chapter
+// 06): kSwizzle_ = false stores tiles plainly (8-way ldmatrix bank conflicts), kSkipRescale_ =
+// false rescales O after every tile, kMinBlocksPerSm_ is __launch_bounds__'s occupancy
+// promise (2 → at most 255 registers for 4 warps; 1 for configurations of 8 warps).
+// ---------------------------------------------------------------------------------------------
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNumWarps_, int kStages_,
-          class Element_>
+          class Element_, bool kSwizzle_ = true, bool kSkipRescale_ = true,
+          int kMinBlocksPerSm_ = 2>
 struct KernelTraits {
   using Element = Element_;  // __nv_bfloat16 or __half: Q, K, V, O and P
   static constexpr int kHeadDim = kHeadDim_;    // d
@@ -94,7 +104,9 @@ struct KernelTraits {
   static constexpr int kBlockN = kBlockN_;      // keys per K/V tile
   static constexpr int kNumWarps = kNumWarps_;
   static constexpr int kNumThreads = 32 * kNumWarps;
-  static constexpr int kMinBlocksPerSm = 2;     // __launch_bounds__: 64 K / 256 → 255 registers
+  static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;  // __launch_bounds__ (2: 255 regs)
+  static constexpr bool kSwizzle = kSwizzle_;          // XOR-swizzled tiles (below)
+  static constexpr bool kSkipRescale = kSkipRescale_;  // skip O *= α when no max moved
   static constexpr int kStages = kStages_;      // K/V buffers: tile j computed, j+1 … in flight
 
   static constexpr int kWarpRows = kBlockM / kNumWarps;  // query rows per warp (32)
@@ -146,8 +158,12 @@ struct KernelTraits {
   // conflict-free too. No padding: the tiles stay 2^k bytes.
   // -------------------------------------------------------------------------------------------
   /// \brief Byte offset of chunk `chunk` (16 bytes, logical) of row `row` inside a tile.
+  /// (With kSwizzle = false, the plain row-major offset. The kernel's "one XOR per k step"
+  /// still holds there: a row is 128 or 256 bytes, so adding 32·j to a chunk-0/1 offset
+  /// never carries out of the row's low bits, and adding is XOR.)
   __device__ static constexpr uint32_t swizzle(int row, int chunk) {
-    return static_cast<uint32_t>((row * kChunksPerRow + (chunk ^ (row % 8))) * 16);
+    return static_cast<uint32_t>(
+        (row * kChunksPerRow + (kSwizzle ? chunk ^ (row % 8) : chunk)) * 16);
   }
 };
 
@@ -162,6 +178,9 @@ template <class Element>
 struct FwdConfig<128, Element> {  // d, kBlockM, kBlockN, warps, stages: 80 KB shared memory
   using Traits = KernelTraits<128, 128, 32, 4, 3, Element>;
 };
+
+/// \brief The kernel's parameters for problem `prob` on tensors `t` (flash_attention_2.cu).
+FwdParams make_fwd_params(const Problem& prob, const DeviceTensors& t);
 
 /// \brief Launches the forward kernel for head dim kHeadDim and Element on `stream`. Defined
 /// in flash_fwd_kernel.cuh and instantiated once per (d, dtype) in flash_fwd_d*_*.cu, so the

@@ -70,7 +70,7 @@ struct OnlineSoftmax {
   /// rows × the tile's keys (masked entries -inf); on exit the unnormalised probabilities
   /// p = exp2(s·scale_log2 − m_new), still fp32. The O accumulator is rescaled by
   /// α = exp2(m_old − m_new) so that it is expressed against the new max.
-  template <int kNTilesS, int kNTilesO>
+  template <bool kSkipRescale, int kNTilesS, int kNTilesO>
   __device__ __forceinline__ void update(float (&s)[kMmaM][kNTilesS][4],
                                          float (&o)[kMmaM][kNTilesO][4], float scale_log2) {
     float m_use[kRows];  // the max each row's p are taken against (never -inf)
@@ -107,7 +107,7 @@ struct OnlineSoftmax {
     // — as many FP32 instructions per tile as the rest of the softmax together. The test is
     // taken by the whole warp at once (__any_sync), so the branch never diverges, and skipping
     // a multiplication by exactly 1 changes no bit of the result.
-    if (__any_sync(0xffffffffu, max_moved)) {
+    if (!kSkipRescale || __any_sync(0xffffffffu, max_moved)) {
 #pragma unroll
       for (int mi = 0; mi < kMmaM; ++mi)
 #pragma unroll

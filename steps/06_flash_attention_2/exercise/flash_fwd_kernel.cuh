@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
     // ---- mask, online softmax: S → P (fp32, unnormalised), O rescaled ----------------------
     if (it < num_masked)  // only tiles crossing the causal diagonal or the end of K
       apply_mask<IsCausal>(s, m0 + warp * kWarpRows + g, n0 + 2 * t, p.n_q, p.n_kv);
-    softmax.update(s, acc_o, p.scale_log2);
+    softmax.update<Traits::kSkipRescale>(s, acc_o, p.scale_log2);
 
     // ---- P → A fragments: two neighbouring n8 accumulator tiles make one k16 A tile --------
     uint32_t pa[kMmaM][kKStepsO][4];  // P, 16 bits, registers: [m16 tile][16 keys][a0..a3]

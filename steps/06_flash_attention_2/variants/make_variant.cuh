@@ -1,0 +1,35 @@
+// make_variant.cuh — turns one KernelTraits configuration of step 06's kernel into a Variant
+// (variants.h); included by the files that instantiate the variants.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "../flash_fwd_kernel.cuh"
+#include "variants.h"
+
+namespace fa::step06 {
+
+/// \brief Describes and launches KernelTraits `T` as a Variant.
+template <class T>
+Variant make_variant(std::string name, std::string change) {
+  Variant v;
+  v.name = std::move(name);
+  v.change = std::move(change);
+  v.config = std::to_string(T::kBlockM) + "×" + std::to_string(T::kBlockN) + ", " +
+             std::to_string(T::kNumWarps) + " warps, " + std::to_string(T::kStages) +
+             " stages" + (T::kSwizzle ? ", swizzled" : ", plain smem") +
+             (T::kSkipRescale ? ", skip α=1" : ", always rescale");
+  v.head_dim = T::kHeadDim;
+  v.smem_bytes = T::kSmemBytes;
+  v.launch = [](const FwdParams& p, cudaStream_t s) {
+    if (p.causal)
+      launch_flash_fwd<T, true>(p, s);
+    else
+      launch_flash_fwd<T, false>(p, s);
+  };
+  CUDA_CHECK(cudaFuncGetAttributes(&v.attr, flash_fwd_kernel<T, false>));
+  return v;
+}
+
+}  // namespace fa::step06

@@ -1,0 +1,202 @@
+// variants.cu — the measured table of versions of chapter 06.
+//
+// Runs step 06's kernel in several configurations (variants_d64.cu, variants_d128.cu): first
+// each is checked against the double reference on small awkward problems (the tests' judge,
+// compare.h), then timed on the benchmark shapes of PERF.md (B·N = 16384, H·d = 2048, bf16,
+// [B, N, H, d]) next to the registered steps 05 and 06, in one process. A variant that fails
+// its check is reported and not timed.
+//
+//   build/bin/variants_06 --d 128 --ns 1024,4096,16384 --out-md docs/results/h200-variants.md
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attention.h"
+#include "compare.h"
+#include "cuda_check.h"
+#include "inputs.h"
+#include "perf.h"
+#include "problem.h"
+#include "registry.h"
+#include "variants.h"
+
+namespace {
+
+using fa::step06::Variant;
+
+/// The check of one variant: "" when every problem passes, else the first failure.
+std::string check_variant(const Variant& v) {
+  const fa::Problem problems[] = {
+      fa::make_problem(1, 4, 2, 77, 300, v.head_dim, true),
+      fa::make_problem(2, 2, 2, 300, 129, v.head_dim, false, fa::Layout::BHND),
+      fa::make_problem(1, 2, 1, 256, 256, v.head_dim, true),
+      fa::make_problem(1, 2, 2, 129, 1000, v.head_dim, false),
+  };
+  std::uint64_t seed = 1234;
+  for (fa::Problem p : problems) {
+    p.dtype = fa::DType::BF16;
+    const fa::HostInputs in = fa::make_inputs(p, fa::Distribution::Normal, ++seed);
+    fa::DeviceProblem dev(in, 0);  // outputs poisoned (NaN) on upload
+    v.launch(fa::step06::make_fwd_params(p, dev.tensors()), nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> o, lse, plain_lse;
+    dev.download(&o, &lse);
+    const fa::ref::Result ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+    const std::vector<float> plain =
+        fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(), &plain_lse);
+    std::string e = fa::judge(fa::compare_output(p, o, ref.o),
+                              fa::compare_output(p, plain, ref.o), "O", p.dtype, p.dtype);
+    if (e.empty())
+      e = fa::judge(fa::compare_lse(p, lse, ref.lse), fa::compare_lse(p, plain_lse, ref.lse),
+                    "L", p.dtype);
+    if (!e.empty()) return p.describe() + ": " + e;
+  }
+  return {};
+}
+
+struct Row {
+  std::string name, change, config;
+  int regs = 0, spill = 0, smem = 0;
+  std::string check;          // "ok" or why not
+  std::vector<double> tflops;  // per (causal, N)
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Step 06's kernel in the configurations of chapter 06's table of versions"};
+  std::vector<int> dims{64, 128}, ns{1024, 4096, 16384};
+  int reps = 30, warmup = 5;
+  std::string out_md, meta;
+  app.add_option("--d", dims, "head dims (64, 128)")->delimiter(',');
+  app.add_option("--ns", ns, "sequence lengths N (B = 16384 / N, H = 2048 / d)")->delimiter(',');
+  app.add_option("--reps", reps, "timed runs per measurement (median reported)")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--warmup", warmup, "untimed runs first")->check(CLI::Range(0, 10000));
+  app.add_option("--out-md", out_md, "also write the tables to this Markdown file");
+  app.add_option("--meta", meta, "a line for the top of the Markdown (GPU, driver, commit)");
+  CLI11_PARSE(app, argc, argv);
+  for (int n : ns)
+    if (n < 1 || 16384 % n != 0) {
+      std::cerr << "error: --ns: N (" << n << ") must divide 16384 (B = 16384 / N)\n";
+      return 2;
+    }
+
+  int device_count = 0;
+  if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
+    std::cerr << "error: no CUDA device: this program times kernels and needs a GPU\n";
+    return 77;
+  }
+
+  std::ostringstream md;
+  md << "# Step 06, version by version (bf16, B·N = 16384, H·d = 2048, [B, N, H, d])\n\n";
+  if (!meta.empty()) md << meta << "\n\n";
+  md << "TFLOP/s (4·B·H·N²·d, halved when causal), median of " << reps << " runs after "
+     << warmup << " warm-ups, every configuration in one process (build/bin/variants_06). "
+     << "Each variant first passes the tests' judge against the double reference on four "
+        "small awkward problems (tails, N_q ≠ N_kv, causal, GQA, both layouts). regs / spill: "
+        "registers per thread and local-memory bytes of the non-causal kernel.\n";
+
+  for (int d : dims) {
+    std::vector<Variant> variants;
+    if (d == 64) fa::step06::add_d64_variants(variants);
+    else if (d == 128) fa::step06::add_d128_variants(variants);
+    else {
+      std::cerr << "error: --d: head dim " << d << " has no variants (64 or 128)\n";
+      return 2;
+    }
+    std::vector<Row> rows;
+    // The registered steps 05 and 06 first, on the same inputs.
+    for (const char* name : {"05_tensor_cores", "06_flash_attention_2"}) {
+      const fa::StepInfo* s = fa::find_step(name);
+      if (!s) continue;
+      Row r;
+      r.name = name;
+      r.change = s->number == 5 ? "step 05: WMMA, S and P through shared memory"
+                                : "step 06 as registered (FwdConfig)";
+      r.config = "-";
+      r.check = "tests";
+      rows.push_back(r);
+    }
+    for (const Variant& v : variants) {
+      Row r;
+      r.name = v.name;
+      r.change = v.change;
+      r.config = v.config;
+      r.regs = v.attr.numRegs;
+      r.spill = static_cast<int>(v.attr.localSizeBytes);
+      r.smem = v.smem_bytes;
+      const std::string e = check_variant(v);
+      r.check = e.empty() ? "ok" : "FAILS: " + e;
+      std::cerr << "d=" << d << " " << v.name << " (" << v.config << "): check " << r.check
+                << "\n";
+      rows.push_back(r);
+    }
+
+    for (bool causal : {false, true})
+      for (int n : ns) {
+        fa::Problem p = fa::make_problem(16384 / n, 2048 / d, 2048 / d, n, n, d, causal);
+        p.dtype = fa::DType::BF16;
+        const fa::HostInputs in = fa::make_inputs(p, fa::Distribution::Normal, 42);
+        fa::DeviceProblem dev(in, 0);
+        const double flops = fa::attention_flops(p);
+        std::size_t vi = 0;
+        for (Row& r : rows) {
+          double ms = 0;
+          if (r.check == "tests") {
+            const fa::StepInfo* s = fa::find_step(r.name.c_str());
+            ms = fa::time_median_ms([&] { fa::run_step(*s, p, dev.tensors(), nullptr); },
+                                    warmup, reps);
+          } else {
+            const Variant& v = variants[vi++];
+            if (r.check != "ok") {
+              r.tflops.push_back(0);
+              continue;
+            }
+            const fa::step06::FwdParams params = fa::step06::make_fwd_params(p, dev.tensors());
+            ms = fa::time_median_ms([&] { v.launch(params, nullptr); }, warmup, reps);
+          }
+          CUDA_CHECK(cudaGetLastError());
+          r.tflops.push_back(flops / (ms * 1e-3) / 1e12);
+          std::cerr << "  d=" << d << (causal ? " causal " : " full ") << "N=" << n << " "
+                    << r.name << ": " << ms << " ms\n";
+        }
+      }
+
+    md << "\n## d = " << d << "\n\n| version | change | configuration | regs | spill | smem "
+       << "| check |";
+    for (const char* c : {"", " causal"})
+      for (int n : ns) md << " N=" << n << c << " |";
+    md << "\n|---|---|---|---|---|---|---|";
+    for (std::size_t i = 0; i < 2 * ns.size(); ++i) md << "---|";
+    md << "\n";
+    for (const Row& r : rows) {
+      md << "| " << r.name << " | " << r.change << " | " << r.config << " | "
+         << (r.regs ? std::to_string(r.regs) : "-") << " | "
+         << (r.regs ? std::to_string(r.spill) + " B" : "-") << " | "
+         << (r.smem ? std::to_string(r.smem / 1024) + " KiB" : "-") << " | " << r.check << " |";
+      for (double t : r.tflops) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, " %.1f |", t);
+        md << (t > 0 ? buf : " – |");
+      }
+      md << "\n";
+    }
+  }
+  std::cout << md.str();
+  if (!out_md.empty()) {
+    std::ofstream f(out_md);
+    f << md.str();
+    if (!f) {
+      std::cerr << "error: --out-md: cannot write " << out_md << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
