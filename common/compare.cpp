@@ -1,6 +1,8 @@
 #include "compare.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 
 namespace fa {
@@ -77,8 +79,25 @@ double ulp_of(DType t, double x) {
   return std::ldexp(1.0, e - mantissa_bits);
 }
 
+double score_rounding_error(const Problem& p, const float* q, const float* k, const float* v) {
+  auto max_row_norm = [&](const float* x, std::int64_t elems) {
+    double best = 0;
+    for (std::int64_t r = 0; r + p.head_dim <= elems; r += p.head_dim) {  // d is innermost
+      double n2 = 0;
+      for (int j = 0; j < p.head_dim; ++j) n2 += double(x[r + j]) * x[r + j];
+      if (std::isfinite(n2)) best = std::max(best, std::sqrt(n2));
+    }
+    return best;
+  };
+  double v_max = 0;
+  for (std::int64_t i = 0; i < p.kv_elems(); ++i)
+    if (std::isfinite(v[i])) v_max = std::max(v_max, std::abs(double(v[i])));
+  return std::ldexp(1.0, -24) * p.softmax_scale() * max_row_norm(q, p.q_elems()) *
+         max_row_norm(k, p.kv_elems()) * v_max;
+}
+
 std::string judge(const Comparison& step, const Comparison& plain, const char* what,
-                  DType dtype, DType stored_as) {
+                  DType dtype, DType stored_as, double extra_abs) {
   const Tolerance tol = Tolerance::for_dtype(dtype);
   std::ostringstream os;
   if (step.mismatches > 0) {
@@ -87,7 +106,7 @@ std::string judge(const Comparison& step, const Comparison& plain, const char* w
   }
   const double rel_tol = tol.rel_slack + tol.factor * plain.rel_err;
   const double abs_tol = tol.abs_slack + tol.factor * plain.max_abs_err +
-                         ulp_of(stored_as, step.max_abs_ref);
+                         ulp_of(stored_as, step.max_abs_ref) + extra_abs;
   if (step.rel_err > rel_tol || step.max_abs_err > abs_tol) {
     os << what << ": rel_err " << step.rel_err << " (tol " << rel_tol << "), max_abs_err "
        << step.max_abs_err << " (tol " << abs_tol << ") at " << step.worst;

@@ -43,12 +43,14 @@ Expected expected_for(const HostInputs& in) {
   Expected e;
   e.ref = ref::attention(p, in.q.data(), in.k.data(), in.v.data());
   e.plain_o = ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(), &e.plain_lse);
+  e.score_rounding = score_rounding_error(p, in.q.data(), in.k.data(), in.v.data());
   return e;
 }
 
 std::string verdict(const Problem& p, const Outputs& got, const Expected& want) {
   std::string e = judge(compare_output(p, got.o, want.ref.o),
-                        compare_output(p, want.plain_o, want.ref.o), "O", p.dtype, p.dtype);
+                        compare_output(p, want.plain_o, want.ref.o), "O", p.dtype, p.dtype,
+                        want.score_rounding);
   if (e.empty())
     e = judge(compare_lse(p, got.lse, want.ref.lse), compare_lse(p, want.plain_lse, want.ref.lse),
               "L", p.dtype);

@@ -33,6 +33,7 @@ Outputs run_on_device(const StepInfo& step, const HostInputs& in);
 struct Expected {
   ref::Result ref;
   std::vector<float> plain_o, plain_lse;
+  double score_rounding = 0;  // compare.h: score_rounding_error() of the inputs
 };
 Expected expected_for(const HostInputs& in);
 

@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
           fa::run_step(*s, p, dev.tensors(), dev.workspace());
           std::vector<float> o, lse;
           dev.download(&o, &lse);
-          e = fa::judge(fa::compare_output(p, o, ref.o), plain_o, "O", p.dtype, p.dtype);
+          e = fa::judge(fa::compare_output(p, o, ref.o), plain_o, "O", p.dtype, p.dtype,
+                            fa::score_rounding_error(p, in.q.data(), in.k.data(), in.v.data()));
           if (e.empty()) e = fa::judge(fa::compare_lse(p, lse, ref.lse), plain_l, "L", p.dtype);
         } catch (const std::exception& ex) {
           e = ex.what();

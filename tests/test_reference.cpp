@@ -489,3 +489,21 @@ TEST_CASE("the judge allows one output ulp for 16-bit outputs, not two", "[cpu][
   step.max_abs_err = 2 * std::ldexp(1.0, -9);
   CHECK_FALSE(fa::judge(step, plain, "O", fa::DType::F16, fa::DType::F16).empty());
 }
+
+TEST_CASE("score rounding: negligible for ordinary scores, ~1e-3 for scores of 1e4",
+          "[cpu][reference]") {
+  fa::Problem p = fa::make_problem(1, 2, 2, 129, 200, 64);
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal;
+  std::vector<float> q(p.q_elems()), k(p.kv_elems()), v(p.kv_elems());
+  for (auto* x : {&q, &k, &v})
+    for (float& e : *x) e = normal(gen);
+  const double ordinary = fa::score_rounding_error(p, q.data(), k.data(), v.data());
+  CHECK(ordinary < 1e-5);  // far below the 1e-4 slack: ordinary tests are as tight as before
+  for (auto* x : {&q, &k})
+    for (float& e : *x) e *= 50.f;  // scores ~1e4, as in the numerics test
+  const double huge = fa::score_rounding_error(p, q.data(), k.data(), v.data());
+  CHECK(huge > 5e-4);
+  CHECK(huge < 2e-2);
+  CHECK(huge == Approx(ordinary * 2500).epsilon(1e-9));  // linear in |q|·|k|
+}

@@ -51,7 +51,9 @@ std::string check_variant(const Variant& v) {
     const std::vector<float> plain =
         fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(), &plain_lse);
     std::string e = fa::judge(fa::compare_output(p, o, ref.o),
-                              fa::compare_output(p, plain, ref.o), "O", p.dtype, p.dtype);
+                              fa::compare_output(p, plain, ref.o), "O", p.dtype, p.dtype,
+                              fa::score_rounding_error(p, in.q.data(), in.k.data(),
+                                                       in.v.data()));
     if (e.empty())
       e = fa::judge(fa::compare_lse(p, lse, ref.lse), fa::compare_lse(p, plain_lse, ref.lse),
                     "L", p.dtype);
