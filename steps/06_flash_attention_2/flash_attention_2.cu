@@ -14,11 +14,11 @@
 //     loads now feeds two mmas, halving the K/V bytes read from shared memory per FLOP.
 //   * Fragments are loaded with ldmatrix from XOR-swizzled tiles: no bank conflicts and no
 //     padding (kernel_traits.cuh).
-//   * K and V are copied with cp.async into kStages = 3 buffers: tiles j+1 and j+2 are in
-//     flight while tile j is computed, with one barrier per tile (flash_fwd_kernel.cuh);
-//     step 05 waited for each tile.
-//   * The rescale of O is skipped for the (many) tiles that raise no row's max
-//     (online_softmax.cuh).
+//   * K and V are copied with cp.async into kStages buffers: tile j+1 (and j+2 with three
+//     stages) is in flight while tile j is computed, with one barrier per tile
+//     (flash_fwd_kernel.cuh); step 05 waited for each tile.
+//   * The rescale of O can be skipped for the (many) tiles that raise no row's max
+//     (online_softmax.cuh); measured, that pays only in one of the three configurations.
 //   * As before: causal blocks skip the tiles above the diagonal and mask only the tiles
 //     that cross it (mask.cuh); the softmax scale is folded into exp2.
 //
@@ -34,11 +34,13 @@
 //
 // The kernels (kernel_traits.cuh says why these tiles; CUDA 13, -Xptxas -v):
 //
-//   d    tile (rows × keys)  warps  stages  smem    registers (full / causal)  spills
-//   64   128 × 64            4      3       64 KB   212 / 216                  none
-//   128  128 × 32            4      3       80 KB   245 / 247                  none
+//   d    mask        tile (rows × keys)  warps  stages  O rescale     smem   registers  spills
+//   64   both        128 × 64            4      2       every tile    48 KB  210        none
+//   128  non-causal  128 × 32            4      2       if max moved  64 KB  246        none
+//   128  causal      128 × 64            4      2       every tile    96 KB  255        24 B
 //
-// 2 CTAs per SM. Both fp16 and bf16 compile to the same counts.
+// 2 CTAs per SM. Both fp16 and bf16 compile to the same counts. These are the fastest of the
+// configurations bin/variants_06 measures (chapter 06, "Version by version").
 //
 // Build and run:
 //   cmake --build build --target 06_flash_attention_2 &&
@@ -104,15 +106,19 @@ namespace {
 
 constexpr const char* kStepName = "06_flash_attention_2";
 
-/// \brief Calls f(traits) with the tile configuration of `head_dim` (the same for both
-/// dtypes, so bf16 stands in); false if there is none.
-template <class F>
-bool with_traits(int head_dim, F&& f) {
+/// \brief Calls f(traits) with the tile configuration of `head_dim` and the mask (the same
+/// for both dtypes, so bf16 stands in); false if there is none.
+template <bool IsCausal, class F>
+bool with_traits_of(int head_dim, F&& f) {
   switch (head_dim) {
-    case 64: f(FwdConfig<64, __nv_bfloat16>::Traits{}); return true;
-    case 128: f(FwdConfig<128, __nv_bfloat16>::Traits{}); return true;
+    case 64: f(typename FwdConfig<64, __nv_bfloat16, IsCausal>::Traits{}); return true;
+    case 128: f(typename FwdConfig<128, __nv_bfloat16, IsCausal>::Traits{}); return true;
     default: return false;
   }
+}
+template <class F>
+bool with_traits(const Problem& p, F&& f) {
+  return p.causal ? with_traits_of<true>(p.head_dim, f) : with_traits_of<false>(p.head_dim, f);
 }
 
 std::size_t workspace_bytes(const Problem&) { return 0; }
@@ -127,7 +133,7 @@ std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
            "and cp.async" + step;
   std::size_t smem = 0;
   long long block_m = 1;
-  with_traits(p.head_dim, [&](auto traits) {
+  with_traits(p, [&](auto traits) {
     smem = decltype(traits)::kSmemBytes;
     block_m = decltype(traits)::kBlockM;
   });

@@ -301,11 +301,10 @@ void launch_flash_fwd(const FwdParams& p, cudaStream_t stream) {
 
 template <int kHeadDim, class Element>
 void run_flash_fwd(const FwdParams& p, cudaStream_t stream) {
-  using Traits = typename FwdConfig<kHeadDim, Element>::Traits;
   if (p.causal)
-    launch_flash_fwd<Traits, true>(p, stream);
+    launch_flash_fwd<typename FwdConfig<kHeadDim, Element, true>::Traits, true>(p, stream);
   else
-    launch_flash_fwd<Traits, false>(p, stream);
+    launch_flash_fwd<typename FwdConfig<kHeadDim, Element, false>::Traits, false>(p, stream);
 }
 
 }  // namespace fa::step06

@@ -62,30 +62,31 @@ struct FwdParams {
 // 8 · (1 KB of Q + 1 KB of K) + 2 · 4 KB of V = 24 KB per tile of 128 mma at d = 128, 192 B per
 // mma, and 160 B at d = 64: a cap of 0.67–0.8 mma per clock, at or above mma.sync's own.
 //
-// Why kBlockN = 32 at d = 128 and 64 at d = 64: registers. A lane holds 32·kBlockN/32 =
-// kBlockN fp32 scores of S and 32·kHeadDim/32 = kHeadDim fp32 of O, and on top of those the
-// fragments ldmatrix has in flight (ptxas keeps ~30 registers of them to hide the shared-memory
-// latency), the softmax state and the addresses. FlashAttention-2's own tiles (128 × 64 at
-// d = 128, 128 × 128 at d = 64) make kBlockN + kHeadDim = 192; with this code ptxas then hits
-// the 255-register ceiling and spills a few values to local memory (measured, CUDA 13). At
-// 160 (d = 128) and 128 (d = 64) it fits with room to spare: see the register counts in
-// flash_attention_2.cu. Both tiles cost the same 128 mma per warp per K/V tile, so the fixed
-// cost of a tile (barrier, cp.async issue, row max shuffles) weighs the same in both; the
-// biggest per-tile cost, rescaling O, is skipped when no row's max moved
-// (online_softmax.cuh).
+// kBlockN, the keys per tile: registers first. A lane holds 32·kBlockN/32 = kBlockN fp32
+// scores of S and 32·kHeadDim/32 = kHeadDim fp32 of O, and on top of those the fragments
+// ldmatrix has in flight, the softmax state and the addresses. FlashAttention-2's own tiles
+// (128 × 64 at d = 128, 128 × 128 at d = 64) make kBlockN + kHeadDim = 192; ptxas then hits
+// the 255-register ceiling and spills 24 bytes per thread (CUDA 13). Whether that costs
+// anything is a measurement, not an argument: bin/variants_06 times every candidate, and the
+// configurations below are the fastest it found on the H200 (docs/results/h200-variants.md).
+// At d = 128 the causal kernel runs 128 × 64 — spills and all, 4–6% faster there than
+// 128 × 32 — and the non-causal one 128 × 32, 1–4% faster at N ≥ 4096.
 //
 // Q stays in shared memory and its fragments are re-read with ldmatrix for every tile: held
 // in registers it would cost another 32·kHeadDim·2/(32·4) = kHeadDim/2 registers per lane,
 // which d = 128 does not have. The price is the Q share of the shared-memory traffic above.
 //
-// Pipeline depth: kStages = 3 buffers of K and V, so a tile's copies are issued two tiles
-// before it is needed. One tile (128 mma per warp, two warps sharing a tensor core) lasts
-// roughly 1,000–1,500 clocks, about what a load that misses L2 takes on a busy GPU; with
-// only one tile of slack such a load would sometimes arrive late. Shared memory: Q + 3
-// stages of K and V = 80 KB (d = 128) or 64 KB (d = 64) per CTA.
+// Pipeline depth: kStages buffers of K and V, so a tile's copies are issued kStages − 1 tiles
+// before it is needed. One tile (128–256 mma per warp, two warps sharing a tensor core) lasts
+// roughly 1,000–3,000 clocks, about what a load that misses L2 takes on a busy GPU, so one
+// tile of slack (kStages = 2) looked marginal and three stages the safe choice. Measured, two
+// stages are faster: 4–6% at d = 64 and 1–2% at d = 128 (variants v2 → v3). The K/V re-reads
+// hit L2 (a head's K and V are read by all its query blocks at about the same time), whose
+// latency one tile covers, and the third stage costs a modulo-3 stage index and 16–32 KB of
+// shared memory that the L1 cache would otherwise use.
 //
 // Occupancy: 2 CTAs (8 warps) per SM. Registers: 2 · 128 threads · 255 ≤ 64 K; shared memory
-// 2 · (80 + 1) ≤ 228 KB. While one CTA's warps wait on a barrier or on the softmax's
+// at most 2 · (96 + 1) ≤ 228 KB. While one CTA's warps wait on a barrier or on the softmax's
 // MUFU.EX2, the other's issue mmas.
 // ---------------------------------------------------------------------------------------------
 //
@@ -167,16 +168,23 @@ struct KernelTraits {
   }
 };
 
-// The tiles per head dim (see above). The one place to change when tuning.
-template <int kHeadDim, class Element>
+// The tiles per head dim and mask (see above): the one place to change when tuning, and
+// the fastest rows of bin/variants_06 on the H200 (docs/results/h200-variants.md). Skipping
+// the rescale of O when no max moved (kSkipRescale) pays only at d = 128 with 32-key tiles;
+// elsewhere the warp vote and branch cost more than the multiplies they save.
+template <int kHeadDim, class Element, bool IsCausal>
 struct FwdConfig;
-template <class Element>
-struct FwdConfig<64, Element> {  //  d, kBlockM, kBlockN, warps, stages: 64 KB shared memory
-  using Traits = KernelTraits<64, 128, 64, 4, 3, Element>;
+template <class Element, bool IsCausal>
+struct FwdConfig<64, Element, IsCausal> {  // 128 × 64, 2 stages, always rescale: 48 KB smem
+  using Traits = KernelTraits<64, 128, 64, 4, 2, Element, true, false>;
 };
 template <class Element>
-struct FwdConfig<128, Element> {  // d, kBlockM, kBlockN, warps, stages: 80 KB shared memory
-  using Traits = KernelTraits<128, 128, 32, 4, 3, Element>;
+struct FwdConfig<128, Element, false> {  // 128 × 32, 2 stages, skip α = 1: 64 KB smem
+  using Traits = KernelTraits<128, 128, 32, 4, 2, Element, true, true>;
+};
+template <class Element>
+struct FwdConfig<128, Element, true> {  // 128 × 64, 2 stages, always rescale: 96 KB smem
+  using Traits = KernelTraits<128, 128, 64, 4, 2, Element, true, false>;
 };
 
 /// \brief The kernel's parameters for problem `prob` on tensors `t` (flash_attention_2.cu).
