@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # sanitize.sh — compute-sanitizer's memcheck, racecheck, initcheck and synccheck over every
-# registered GPU step, on small awkward shapes (tails, N_q != N_kv, causal, GQA, both layouts).
+# registered GPU step and each head dim it is compiled for (tour --list), on small awkward
+# shapes (tails, N_q != N_kv, causal, GQA, both layouts).
 #   scripts/sanitize.sh [build-dir]      → prints one line per (tool, step, shape); exit 1 on any error
 set -uo pipefail
 cd "$(dirname "$0")/.."

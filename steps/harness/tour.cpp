@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
   app.add_option("--step", step_key,
                  "run one step only (name, number or slug; cublas_baseline for the baseline)");
   app.add_flag("--list", list,
-               "print each registered step with a dtype and head dim it supports, and exit");
+               "print each registered step once per head dim it is built for (all of them "
+               "when it takes any d: 64), with a dtype it supports, and exit");
   app.add_flag("--no-check", no_check,
                "skip the CPU reference and the error column: each step runs warmup + reps "
                "times, no more (for profilers such as ncu)");
@@ -109,13 +110,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (list) {
+    // One line per compiled head dim, so that a checker going through the list (such as
+    // scripts/sanitize.sh) reaches every kernel; the dtypes take turns.
     for (const fa::StepInfo* s : fa::steps()) {
-      fa::Problem probe;
-      probe.dtype = s->dtypes.front();
-      probe.head_dim = 64;
-      if (!fa::check_step(*s, probe).empty() && !s->head_dims.empty())
-        probe.head_dim = s->head_dims.front();
-      std::printf("%s %s %d\n", s->name, fa::dtype_name(probe.dtype), probe.head_dim);
+      const std::vector<int> dims = s->head_dims.empty() ? std::vector<int>{64} : s->head_dims;
+      for (std::size_t i = 0; i < dims.size(); ++i)
+        std::printf("%s %s %d\n", s->name,
+                    fa::dtype_name(s->dtypes[i % s->dtypes.size()]), dims[i]);
     }
     return 0;
   }
