@@ -67,15 +67,16 @@ double ulp_of(DType t, double x);
 
 /// \brief The error in O that rounding the scores alone may cause, for any implementation.
 ///
-/// A score s carries a rounding error of about u·|s| (u = 2⁻²⁴: every step computes scores in
-/// fp32), which moves exp(s − m), and so a weight of its row, by that much relatively; O, an
-/// average of V, moves by up to u · max|s| · max|V|. For ordinary inputs this is ~1e-6 and
-/// changes nothing; for scores of 1e4 it is ~1e-3, as large as the plain implementation's own
-/// error, whose particular rounding pattern the step cannot reproduce (seen on the H200: a
-/// correct fp32 kernel 2.5× over "4 × plain" on one seed in four of the huge-score test).
-/// max|s| is bounded by scale · max‖q‖ · max‖k‖ (Cauchy–Schwarz over rows).
+/// A score s = scale·(q·k) summed in fp32 (every step does) carries a rounding error of order
+/// u·scale·Σ|q_i·k_i| ≤ u·scale·‖q‖·‖k‖ (u = 2⁻²⁴; the first-order term of the standard
+/// dot-product error bound), in whatever order it is summed. That error moves exp(s − m), and
+/// so a weight of its row, by as much relatively, and O, an average of V, by up to that times
+/// max|V|. For ordinary inputs this is ~1e-6 and changes nothing; for scores of 1e4 it is
+/// ~1e-2, above the plain implementation's own error, whose particular rounding pattern a
+/// kernel summing in another order cannot reproduce (seen on the H200: a correct fp32 kernel
+/// 2.5× over "4 × plain" on one seed in four of the huge-score test, 1e-3 against 4e-4).
 /// \param p the problem \param q Q \param k K \param v V (float values, p's layout)
-/// \return u · scale · max‖q_i‖ · max‖k_j‖ · max|v|
+/// \return u · scale · max_i ‖q_i‖ · max_j ‖k_j‖ · max|v|
 double score_rounding_error(const Problem& p, const float* q, const float* k, const float* v);
 
 /// \brief Applies the tolerance policy for `dtype`; returns "" on a pass, otherwise why.
