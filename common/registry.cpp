@@ -126,6 +126,22 @@ std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTen
   return {};
 }
 
+std::string check_fits(const char* step, const cudaDeviceProp& prop, const Problem& p,
+                       std::size_t smem_bytes, const std::vector<GridNeed>& grid) {
+  const std::string for_step = std::string(" for step ") + step;
+  if (smem_bytes > prop.sharedMemPerBlockOptin)
+    return "shared memory per block (" + std::to_string(smem_bytes) + " bytes for head_dim " +
+           std::to_string(p.head_dim) + ") exceeds this device's sharedMemPerBlockOptin of " +
+           std::to_string(prop.sharedMemPerBlockOptin) + " bytes" + for_step;
+  for (const GridNeed& g : grid) {
+    const long long limit = prop.maxGridSize[g.axis];
+    if (g.blocks > limit)
+      return g.what + " exceeds the grid " + "xyz"[g.axis] + " limit of " +
+             std::to_string(limit) + for_step;
+  }
+  return {};
+}
+
 void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, void* workspace,
               cudaStream_t stream) {
   int device = 0;

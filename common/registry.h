@@ -46,6 +46,24 @@ struct StepInfo {
   void (*run)(const Problem&, const DeviceTensors&, void* workspace, cudaStream_t) = nullptr;
 };
 
+/// \brief One dimension of a step's grid, for check_fits(): the blocks a launch needs along it
+/// and, for the message, the problem quantity that decides them.
+struct GridNeed {
+  int axis = 0;          ///< 0, 1 or 2: grid x, y or z
+  long long blocks = 0;  ///< blocks the launch needs along that axis
+  std::string what;      ///< e.g. "batch*heads_q (70000)" or "n_q (9000) needs 141 row tiles"
+};
+
+/// \brief The device limits every step's check_device shares: each grid dimension within
+/// prop.maxGridSize, and `smem_bytes` of dynamic shared memory within
+/// prop.sharedMemPerBlockOptin (0: the step needs no opt-in). "" when the launch fits,
+/// otherwise the first quantity that does not, its limit and the step.
+/// \param step the step's name \param prop the device \param p the problem (its head_dim
+/// names the tile in the shared-memory message) \param smem_bytes dynamic shared memory per
+/// block \param grid the dimensions to check \return "" or the message
+std::string check_fits(const char* step, const cudaDeviceProp& prop, const Problem& p,
+                       std::size_t smem_bytes, const std::vector<GridNeed>& grid);
+
 /// \brief All registered steps, ordered by number.
 /// \return the registry (filled before main() by the FA_REGISTER_STEP lines)
 const std::vector<const StepInfo*>& steps();

@@ -302,19 +302,15 @@ std::size_t nxn_bytes_written(const Problem& p) { return workspace_bytes(p); }
 
 std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
   const long long bh = static_cast<long long>(p.batch) * p.heads_q;
-  const std::string step = " for step 02_tiled_matmul";
-  if (bh > prop.maxGridSize[2])  // scores_kernel and pv_kernel: grid z
-    return "batch*heads_q (" + std::to_string(bh) + ") exceeds the grid z limit of " +
-           std::to_string(prop.maxGridSize[2]) + step;
-  if (bh > prop.maxGridSize[1])  // softmax_kernel: grid y
-    return "batch*heads_q (" + std::to_string(bh) + ") exceeds the grid y limit of " +
-           std::to_string(prop.maxGridSize[1]) + step;
+  const std::string bh_what = "batch*heads_q (" + std::to_string(bh) + ")";
   constexpr int kMinRows = PvConfig<128>::kBlockM;  // the shortest row tile: 64
   const long long row_tiles = (p.n_q + kMinRows - 1) / kMinRows;
-  if (row_tiles > prop.maxGridSize[1])  // scores_kernel and pv_kernel: grid y
-    return "n_q (" + std::to_string(p.n_q) + ") needs " + std::to_string(row_tiles) +
-           " row tiles, over the grid y limit of " + std::to_string(prop.maxGridSize[1]) + step;
-  return {};
+  return check_fits("02_tiled_matmul", prop, p, 0,
+                    {{2, bh, bh_what},   // scores_kernel and pv_kernel: grid z
+                     {1, bh, bh_what},   // softmax_kernel: grid y
+                     {1, row_tiles,      // scores_kernel and pv_kernel: grid y
+                      "n_q (" + std::to_string(p.n_q) + ") needs " +
+                          std::to_string(row_tiles) + " row tiles"}});
 }
 
 template <int kBlockD>

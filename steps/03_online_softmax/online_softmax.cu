@@ -376,16 +376,13 @@ std::size_t nxn_bytes_written(const Problem& p) { return workspace_bytes(p); }
 
 std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
   const long long bh = static_cast<long long>(p.batch) * p.heads_q;
-  const std::string step = " for step 03_online_softmax";
-  if (bh > prop.maxGridSize[2])  // both kernels: grid z
-    return "batch*heads_q (" + std::to_string(bh) + ") exceeds the grid z limit of " +
-           std::to_string(prop.maxGridSize[2]) + step;
   constexpr int kMinRows = PvConfig<128>::kBlockM;  // the shortest row tile: 64
   const long long row_tiles = (p.n_q + kMinRows - 1) / kMinRows;
-  if (row_tiles > prop.maxGridSize[1])  // both kernels: grid y
-    return "n_q (" + std::to_string(p.n_q) + ") needs " + std::to_string(row_tiles) +
-           " row tiles, over the grid y limit of " + std::to_string(prop.maxGridSize[1]) + step;
-  return {};
+  return check_fits("03_online_softmax", prop, p, 0,
+                    {{2, bh, "batch*heads_q (" + std::to_string(bh) + ")"},  // both kernels
+                     {1, row_tiles,                                          // both kernels
+                      "n_q (" + std::to_string(p.n_q) + ") needs " +
+                          std::to_string(row_tiles) + " row tiles"}});
 }
 
 template <int kBlockD>

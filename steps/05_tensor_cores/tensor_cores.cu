@@ -561,20 +561,12 @@ std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
     smem = decltype(cfg)::kSmemBytes;
     block_m = decltype(cfg)::kBlockM;
   });
-  if (smem > prop.sharedMemPerBlockOptin)
-    return "shared memory per block (" + std::to_string(smem) + " bytes for head_dim " +
-           std::to_string(p.head_dim) + ") exceeds this device's sharedMemPerBlockOptin of " +
-           std::to_string(prop.sharedMemPerBlockOptin) + " bytes for step 05_tensor_cores";
   const long long bh = static_cast<long long>(p.batch) * p.heads_q;
-  if (bh > prop.maxGridSize[1])
-    return "batch*heads_q (" + std::to_string(bh) + ") exceeds the grid y limit of " +
-           std::to_string(prop.maxGridSize[1]) + " for step 05_tensor_cores";
   const long long m_blocks = (p.n_q + block_m - 1) / block_m;
-  if (m_blocks > prop.maxGridSize[0])
-    return "n_q (" + std::to_string(p.n_q) + ") needs " + std::to_string(m_blocks) +
-           " query blocks, above the grid x limit of " + std::to_string(prop.maxGridSize[0]) +
-           " for step 05_tensor_cores";
-  return {};
+  return check_fits("05_tensor_cores", prop, p, smem,
+                    {{1, bh, "batch*heads_q (" + std::to_string(bh) + ")"},
+                     {0, m_blocks, "n_q (" + std::to_string(p.n_q) + ") needs " +
+                                       std::to_string(m_blocks) + " query blocks"}});
 }
 
 template <class Cfg, bool IsCausal>

@@ -126,33 +126,22 @@ std::size_t workspace_bytes(const Problem&) { return 0; }
 std::size_t nxn_bytes_written(const Problem&) { return 0; }  // S and P stay in registers
 
 std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
-  const std::string step = std::string(" for step ") + kStepName;
   if (prop.major < 8)
     return "compute capability " + std::to_string(prop.major) + "." +
            std::to_string(prop.minor) + " is below the 8.0 needed by mma.sync bf16, ldmatrix "
-           "and cp.async" + step;
+           "and cp.async for step " + kStepName;
   std::size_t smem = 0;
   long long block_m = 1;
   with_traits(p, [&](auto traits) {
     smem = decltype(traits)::kSmemBytes;
     block_m = decltype(traits)::kBlockM;
   });
-  if (smem > prop.sharedMemPerBlockOptin)
-    return "shared memory per block (" + std::to_string(smem) + " bytes for head_dim " +
-           std::to_string(p.head_dim) + ") exceeds this device's sharedMemPerBlockOptin of " +
-           std::to_string(prop.sharedMemPerBlockOptin) + " bytes" + step;
   const long long m_blocks = (p.n_q + block_m - 1) / block_m;
-  if (m_blocks > prop.maxGridSize[0])
-    return "n_q (" + std::to_string(p.n_q) + ") needs " + std::to_string(m_blocks) +
-           " query blocks, above the grid x limit of " + std::to_string(prop.maxGridSize[0]) +
-           step;
-  if (p.heads_q > prop.maxGridSize[1])
-    return "heads_q (" + std::to_string(p.heads_q) + ") exceeds the grid y limit of " +
-           std::to_string(prop.maxGridSize[1]) + step;
-  if (p.batch > prop.maxGridSize[2])
-    return "batch (" + std::to_string(p.batch) + ") exceeds the grid z limit of " +
-           std::to_string(prop.maxGridSize[2]) + step;
-  return {};
+  return check_fits(kStepName, prop, p, smem,
+                    {{0, m_blocks, "n_q (" + std::to_string(p.n_q) + ") needs " +
+                                       std::to_string(m_blocks) + " query blocks"},
+                     {1, p.heads_q, "heads_q (" + std::to_string(p.heads_q) + ")"},
+                     {2, p.batch, "batch (" + std::to_string(p.batch) + ")"}});
 }
 
 template <class Element>

@@ -134,13 +134,13 @@ std::size_t nxn_bytes_written(const Problem& p) { return workspace_bytes(p); }
 std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
   // scores and PV put B·H_q on grid z, the softmax on grid y: both limits apply.
   const long long bh = static_cast<long long>(p.batch) * p.heads_q;
-  const int bh_limit = std::min(prop.maxGridSize[1], prop.maxGridSize[2]);
-  if (bh > bh_limit)
-    return "batch*heads_q (" + std::to_string(bh) + ") exceeds the grid limit of " +
-           std::to_string(bh_limit) + " for step 01_naive_attention";
-  if ((p.n_q + kTile - 1) / kTile > prop.maxGridSize[1])
-    return "n_q (" + std::to_string(p.n_q) + ") exceeds the grid y limit of step 01";
-  return {};
+  const long long row_tiles = (p.n_q + kTile - 1) / kTile;
+  const std::string bh_what = "batch*heads_q (" + std::to_string(bh) + ")";
+  return check_fits("01_naive_attention", prop, p, 0,
+                    {{2, bh, bh_what},
+                     {1, bh, bh_what},
+                     {1, row_tiles, "n_q (" + std::to_string(p.n_q) + ") needs " +
+                                        std::to_string(row_tiles) + " row tiles"}});
 }
 
 void run(const Problem& prob, const DeviceTensors& t, void* workspace, cudaStream_t stream) {
