@@ -30,6 +30,8 @@ MSG
   fi
   local missing=""
   for p in $fa_packages; do
+    # A tool on PATH counts however it was installed (CMake from Kitware or pip, say).
+    case "$p" in cmake|g++|make) command -v "$p" >/dev/null 2>&1 && continue ;; esac
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
   done
   [ -z "$missing" ] && return 0
