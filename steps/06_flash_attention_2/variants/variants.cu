@@ -63,6 +63,8 @@ std::string check_variant(const Variant& v) {
 }
 
 struct Row {
+  const fa::StepInfo* step = nullptr;  // a registered step, run through run_step
+  const Variant* variant = nullptr;    // or a variant, launched directly
   std::string name, change, config;
   int regs = 0, spill = 0, smem = 0;
   std::string check;          // "ok" or why not
@@ -119,6 +121,7 @@ int main(int argc, char** argv) {
       const fa::StepInfo* s = fa::find_step(name);
       if (!s) continue;
       Row r;
+      r.step = s;
       r.name = name;
       r.change = s->number == 5 ? "step 05: WMMA, S and P through shared memory"
                                 : "step 06 as registered (FwdConfig)";
@@ -128,6 +131,7 @@ int main(int argc, char** argv) {
     }
     for (const Variant& v : variants) {
       Row r;
+      r.variant = &v;
       r.name = v.name;
       r.change = v.change;
       r.config = v.config;
@@ -148,21 +152,17 @@ int main(int argc, char** argv) {
         const fa::HostInputs in = fa::make_inputs(p, fa::Distribution::Normal, 42);
         fa::DeviceProblem dev(in, 0);
         const double flops = fa::attention_flops(p);
-        std::size_t vi = 0;
         for (Row& r : rows) {
           double ms = 0;
-          if (r.check == "tests") {
-            const fa::StepInfo* s = fa::find_step(r.name.c_str());
-            ms = fa::time_median_ms([&] { fa::run_step(*s, p, dev.tensors(), nullptr); },
+          if (r.step) {
+            ms = fa::time_median_ms([&] { fa::run_step(*r.step, p, dev.tensors(), nullptr); },
                                     warmup, reps);
-          } else {
-            const Variant& v = variants[vi++];
-            if (r.check != "ok") {
-              r.tflops.push_back(0);
-              continue;
-            }
+          } else if (r.check == "ok") {
             const fa::step06::FwdParams params = fa::step06::make_fwd_params(p, dev.tensors());
-            ms = fa::time_median_ms([&] { v.launch(params, nullptr); }, warmup, reps);
+            ms = fa::time_median_ms([&] { r.variant->launch(params, nullptr); }, warmup, reps);
+          } else {  // failed its check: not timed
+            r.tflops.push_back(0);
+            continue;
           }
           CUDA_CHECK(cudaGetLastError());
           r.tflops.push_back(flops / (ms * 1e-3) / 1e12);
