@@ -4,8 +4,6 @@
 #include <iostream>
 #include <random>
 
-#include "compare.h"
-
 namespace fa::test {
 
 std::uint64_t base_seed() {
@@ -38,23 +36,8 @@ Outputs run_on_device(const StepInfo& step, const HostInputs& in) {
   return out;
 }
 
-Expected expected_for(const HostInputs& in) {
-  const Problem& p = in.problem;
-  Expected e;
-  e.ref = ref::attention(p, in.q.data(), in.k.data(), in.v.data());
-  e.plain_o = ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(), &e.plain_lse);
-  e.score_rounding = score_rounding_error(p, in.q.data(), in.k.data(), in.v.data());
-  return e;
-}
-
 std::string verdict(const Problem& p, const Outputs& got, const Expected& want) {
-  std::string e = judge(compare_output(p, got.o, want.ref.o),
-                        compare_output(p, want.plain_o, want.ref.o), "O", p.dtype, p.dtype,
-                        want.score_rounding);
-  if (e.empty())
-    e = judge(compare_lse(p, got.lse, want.ref.lse), compare_lse(p, want.plain_lse, want.ref.lse),
-              "L", p.dtype);
-  return e;
+  return ref::verdict(p, got.o, got.lse, want);
 }
 
 }  // namespace fa::test

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "attention.h"
+#include "expected.h"
 #include "inputs.h"
 #include "registry.h"
 
@@ -29,13 +29,9 @@ struct Outputs {
 /// \brief Runs `step` on fresh outputs poisoned with NaN and returns what it wrote.
 Outputs run_on_device(const StepInfo& step, const HostInputs& in);
 
-/// \brief The double reference and the plain same-precision oracle for one input.
-struct Expected {
-  ref::Result ref;
-  std::vector<float> plain_o, plain_lse;
-  double score_rounding = 0;  // compare.h: score_rounding_error() of the inputs
-};
-Expected expected_for(const HostInputs& in);
+/// The double reference, the plain oracle and the judgement (reference/expected.h).
+using ref::Expected;
+using ref::expected_for;
 
 /// \brief The verdict on `got` against `want`: "" when O and L pass the tolerance policy.
 std::string verdict(const Problem& p, const Outputs& got, const Expected& want);
