@@ -11,6 +11,7 @@
 fa_packages="cmake g++ make libeigen3-dev catch2 libbenchmark-dev libcli11-dev"
 
 fa_setup() {
+  [ "${FA_NO_BUILD:-0}" = 1 ] && return 0  # nothing is built: nothing to check or install
   # The CUDA toolkit: nvcc on PATH, or in the usual place.
   if ! command -v nvcc >/dev/null 2>&1; then
     if [ -x /usr/local/cuda/bin/nvcc ]; then
