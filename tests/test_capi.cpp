@@ -97,53 +97,46 @@ TEST_CASE("C API: an unknown or null step name is FA_ERROR_UNKNOWN_STEP", "[capi
 }
 
 TEST_CASE("C API: a null or invalid problem is FA_ERROR_INVALID_ARGUMENT", "[capi]") {
+  // Each bad problem through every entry point: fa_check, fa_workspace_bytes and fa_run.
   const char* step = fa_step_name(0);
-  size_t bytes = 0;
-  Pointers x;
-  CHECK(fa_check(step, nullptr) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(last() == "pointer problem is null");
-  CHECK(fa_workspace_bytes(step, nullptr, &bytes) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(last() == "pointer problem is null");
-  CHECK(run(step, nullptr, x) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(last() == "pointer problem is null");
+  const auto through_each_entry = [&](const fa_problem* p, const std::string& message) {
+    size_t bytes = 0;
+    const Pointers x;
+    CHECK(fa_check(step, p) == FA_ERROR_INVALID_ARGUMENT);
+    CHECK(starts_with(last(), message));
+    CHECK(fa_workspace_bytes(step, p, &bytes) == FA_ERROR_INVALID_ARGUMENT);
+    CHECK(starts_with(last(), message));
+    CHECK(run(step, p, x) == FA_ERROR_INVALID_ARGUMENT);
+    CHECK(starts_with(last(), message));
+  };
+  through_each_entry(nullptr, "pointer problem is null");
 
-  fa_problem p = base_problem();
-  p.dtype = 7;
-  CHECK(fa_check(step, &p) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(last() == "dtype (7) must be 0 (fp32), 1 (fp16) or 2 (bf16)");
-  p = base_problem();
-  p.layout = -1;
-  CHECK(run(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(last() == "layout (-1) must be 0 (bnhd) or 1 (bhnd)");
-
-  // The README's examples of fa::validate's messages, through every entry point.
-  p = base_problem();
-  p.n_kv = 0;
-  CHECK(fa_check(step, &p) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(last() == "n_kv (0) must be at least 1");
-  CHECK(fa_workspace_bytes(step, &p, &bytes) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(last() == "n_kv (0) must be at least 1");
-  CHECK(run(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(last() == "n_kv (0) must be at least 1");
-  p = base_problem();
-  p.heads_q = 6;
-  p.heads_kv = 4;
-  CHECK(run(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(last() == "heads_q (6) must be a multiple of heads_kv (4)");
-  p = base_problem();
-  p.head_dim = 300;
-  CHECK(run(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(last() == "head_dim (300) exceeds the limit of 256");
-  p = base_problem();
-  p.scale = -1.f;
-  CHECK(run(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(last() == "scale (-1) must be finite and >= 0 (0 selects 1/sqrt(head_dim))");
-  p = base_problem();
-  p.batch = 1 << 20;
-  p.n_q = p.n_kv = 1 << 20;
-  CHECK(run(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
-  CHECK(starts_with(last(), "tensor size (Q/O "));
-  CHECK(last().find("exceeds the 32-bit index limit of 2147483647 elements") != std::string::npos);
+  // The C enums out of range, then the README's examples of fa::validate's messages.
+  const struct {
+    void (*change)(fa_problem&);
+    const char* message;  // the whole message, or (tensor size) its start
+  } cases[] = {
+      {[](fa_problem& p) { p.dtype = 7; }, "dtype (7) must be 0 (fp32), 1 (fp16) or 2 (bf16)"},
+      {[](fa_problem& p) { p.layout = -1; }, "layout (-1) must be 0 (bnhd) or 1 (bhnd)"},
+      {[](fa_problem& p) { p.n_kv = 0; }, "n_kv (0) must be at least 1"},
+      {[](fa_problem& p) { p.heads_q = 6, p.heads_kv = 4; },
+       "heads_q (6) must be a multiple of heads_kv (4)"},
+      {[](fa_problem& p) { p.head_dim = 300; }, "head_dim (300) exceeds the limit of 256"},
+      {[](fa_problem& p) { p.scale = -1.f; },
+       "scale (-1) must be finite and >= 0 (0 selects 1/sqrt(head_dim))"},
+      {[](fa_problem& p) { p.batch = p.n_q = p.n_kv = 1 << 20; }, "tensor size (Q/O "},
+  };
+  for (const auto& c : cases) {
+    INFO(c.message);
+    fa_problem p = base_problem();
+    c.change(p);
+    through_each_entry(&p, c.message);
+    if (starts_with(c.message, "tensor size"))
+      CHECK(last().find("exceeds the 32-bit index limit of 2147483647 elements") !=
+            std::string::npos);
+    else
+      CHECK(last() == c.message);
+  }
 }
 
 TEST_CASE("C API: what a step does not support names the step and its limit", "[capi]") {
