@@ -89,8 +89,9 @@ case "$cmd" in
     fi
     exit "$rc" ;;
   hints)
-    [ $# -ge 1 ] && [ $# -le 2 ] ||
+    if [ $# -lt 1 ] || [ $# -gt 2 ]; then
       fa_usage_error "'hints' takes NN and an optional level, got $# argument(s)${*:+: $*}"
+    fi
     d=$(exercise_dir "$1")
     # The levels this exercise's HINTS.md has ("### Level N" headings outside code blocks).
     levels=$(awk '/^```/ { fence = !fence } !fence && /^### Level [0-9]+/ { print $3 + 0 }' \
@@ -136,7 +137,7 @@ case "$cmd" in
     [ $# -eq 1 ] || fa_usage_error "'further' takes at most one TASK, got $#: $*"
     task=$1
     if ! grep -qx -- "$task" <<<"$tasks"; then
-      fa_usage_error "no task '$task'; the tasks:" $tasks
+      fa_usage_error "no task '$task'; the tasks: ${tasks//$'\n'/ }"
     fi
     step=$(basename steps/"${task:0:2}"_*)
     fa_setup
