@@ -1,29 +1,39 @@
 #!/usr/bin/env bash
-# check_exercises.sh — every exercise is a working exercise:
-#   1. it matches its solution except at the lesson: in `diff solution exercise` every changed
-#      block carries a TODO(exercise) marker (so a solution edited later shows up here), and
-#      it has its HINTS.md;
-#   2. it compiles (the target "exercises");
-#   3. wherever its tests can run here — exercise 00 everywhere, the GPU exercises on a machine
-#      with a CUDA device — the skeleton FAILS them, by wrong values rather than by a crash or
-#      a hang (a skeleton that passes is a broken exercise), and the solution PASSES the same
-#      tests.
-#
-#   scripts/check_exercises.sh              # all of it (the GPU parts need a device)
-#   scripts/check_exercises.sh --cpu-only   # GPU exercises compiled only, not run (CI)
-#
-# Prints one line per exercise and exits non-zero on any violation. The build directory is
-# the one scripts/test.sh uses (build/, or build-ci/ under CI=true); FA_BUILD_DIR=dir picks
-# another.
+# check_exercises.sh — every exercise is a working exercise (see usage below).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 source scripts/setup.sh
 
+usage() {
+  cat <<'USAGE'
+usage: scripts/check_exercises.sh [--cpu-only]
+
+Checks that every exercise is a working exercise:
+  1. it matches its solution except at the lesson: in `diff solution exercise` every changed
+     block carries a TODO(exercise) marker (so a solution edited later shows up here), and
+     it has its HINTS.md;
+  2. it compiles (the target "exercises");
+  3. wherever its tests can run here (exercise 00 everywhere, the GPU exercises on a machine
+     with a CUDA device) the skeleton FAILS them, by wrong values rather than by a crash or
+     a hang (a skeleton that passes is a broken exercise), and the solution PASSES the same
+     tests.
+
+  scripts/check_exercises.sh              all of it (the GPU parts need a device)
+  scripts/check_exercises.sh --cpu-only   GPU exercises compiled only, not run (CI)
+
+Prints one line per exercise and exits 1 on any violation, 2 on a usage error. The build
+directory is the one scripts/test.sh uses (build/, or build-ci/ under CI=true);
+FA_BUILD_DIR=dir picks another.
+USAGE
+}
+
 cpu_only=0
+[ $# -le 1 ] || fa_usage_error "at most one option, got $#: $*"
 case "${1:-}" in
   --cpu-only) cpu_only=1 ;;
+  -h|--help) usage; exit 0 ;;
   "") ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) fa_usage_error "unknown option '$1'" ;;
 esac
 
 dir=$(fa_build_dir)

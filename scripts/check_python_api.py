@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Checks the Python wrapper (and so the C API) against PyTorch on the GPU, for every step:
 random inputs, both layouts, causal and GQA; and that bad input raises a clear error."""
 import faulthandler

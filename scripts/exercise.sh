@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
 # exercise.sh — work on the exercises: steps/NN_slug/exercise/ (docs/instructors.md).
-#
-#   scripts/exercise.sh list            the exercises, and how many TODO(exercise) are left
-#   scripts/exercise.sh build NN        builds exercise_NN (your files, the step's tests)
-#   scripts/exercise.sh test NN         builds it and runs its tests (ctest -L exercise_NN)
-#   scripts/exercise.sh hints NN [1-3]  the hints: all of them, or up to level 1, 2 or 3
-#   scripts/exercise.sh diff NN         compare with the solution (diff -u solution yours)
-#   scripts/exercise.sh reset NN        start over: your files are copied to
-#                                       <build>/exercise-backup/, the exercise's are restored
-#                                       from git
-#   scripts/exercise.sh further [TASK]  the going-further tasks, or run one task's test
-#
-# NN is the step number: 00 (the CPU exercise, no GPU needed) to 06. The build directory is
-# the one scripts/test.sh uses (build/, or build-ci/ under CI=true); FA_BUILD_DIR=dir picks
-# another.
+# See usage below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() {
+  cat <<'USAGE'
+usage: scripts/exercise.sh COMMAND [ARGS]
+
+  list            the exercises, and how many TODO(exercise) are left
+  build NN        builds exercise_NN (your files, the step's tests)
+  test NN         builds it and runs its tests (ctest -L exercise_NN)
+  hints NN [1-3]  the hints: all of them, or up to level 1, 2 or 3
+  diff NN         compare with the solution (diff -u solution yours)
+  reset NN        start over: your files are copied to <build>/exercise-backup/, the
+                  exercise's are restored from git
+  further [TASK]  the going-further tasks, or run one task's test
+
+NN is the step number: 00 (the CPU exercise, no GPU needed) to 06. The build directory is
+the one scripts/test.sh uses (build/, or build-ci/ under CI=true); FA_BUILD_DIR=dir picks
+another.
+USAGE
+}
+
+# want_args COMMAND N WHAT ARGS...: a usage error naming COMMAND unless ARGS are N words.
+want_args() {
+  local cmd=$1 n=$2 names=$3; shift 3
+  [ $# -eq "$n" ] || fa_usage_error "'$cmd' takes $names, got $# argument(s)${*:+: $*}"
+}
 
 build() { fa_build --target "$@"; }
 
@@ -26,13 +36,12 @@ build() { fa_build --target "$@"; }
 exercise_dir() {
   local nn=$1 d
   if ! [[ "$nn" =~ ^[0-9]{2}$ ]]; then
-    echo "error: NN must be two digits, e.g. 04 (got '$nn')" >&2; exit 2
+    fa_usage_error "NN must be two digits, e.g. 04 (got '$nn')"
   fi
   for d in steps/"$nn"_*/exercise; do
     [ -d "$d" ] && { echo "$d"; return 0; }
   done
-  echo "error: step $nn has no exercise; these do: $(ls -d steps/*/exercise | cut -c7-8 | xargs)" >&2
-  exit 2
+  fa_usage_error "step $nn has no exercise; these do: $(ls -d steps/*/exercise | cut -c7-8 | xargs)"
 }
 # The solution file an exercise file stands in for (step 00's live in reference/).
 solution_of() {
@@ -50,6 +59,7 @@ exercise_files() {  # the exercise's code files (not HINTS.md, nor an editor's b
 cmd=${1:-}; [ $# -gt 0 ] && shift
 case "$cmd" in
   list)
+    want_args list 0 "no argument" "$@"
     for d in steps/*/exercise; do
       step=$(basename "$(dirname "$d")")
       mapfile -t files < <(exercise_files "$d")
@@ -58,12 +68,12 @@ case "$cmd" in
         "$(exercise_files "$d" | xargs -n1 basename | tr '\n' ' ')"
     done ;;
   build)
-    [ $# -eq 1 ] || usage
+    want_args build 1 "one argument, NN" "$@"
     exercise_dir "$1" >/dev/null
     fa_setup
     build "exercise_$1" ;;
   test)
-    [ $# -eq 1 ] || usage
+    want_args test 1 "one argument, NN" "$@"
     exercise_dir "$1" >/dev/null
     fa_setup
     build "exercise_$1"
@@ -79,9 +89,18 @@ case "$cmd" in
     fi
     exit "$rc" ;;
   hints)
-    [ $# -ge 1 ] && [ $# -le 2 ] || usage
-    d=$(exercise_dir "$1"); level=${2:-3}
-    [[ "$level" =~ ^[123]$ ]] || usage
+    if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+      fa_usage_error "'hints' takes NN and an optional level, got $# argument(s)${*:+: $*}"
+    fi
+    d=$(exercise_dir "$1")
+    # The levels this exercise's HINTS.md has ("### Level N" headings outside code blocks).
+    levels=$(awk '/^```/ { fence = !fence } !fence && /^### Level [0-9]+/ { print $3 + 0 }' \
+               "$d/HINTS.md" | sort -nu | tr '\n' ' ' | sed 's/ $//')
+    level=${2:-${levels##* }}
+    if ! [[ " $levels " == *" $level "* ]]; then
+      fa_usage_error "hint '$level' does not exist: exercise $1 has hint levels" \
+                     "${levels%% *} to ${levels##* }"
+    fi
     # "### Level N" starts a hint of level N; a "#"/"##" heading ends it, except "## Common
     # mistakes", which counts as level 3. (Outside code blocks: "# x" in an example is no
     # heading.)
@@ -90,12 +109,12 @@ case "$cmd" in
                          !fence && /^##? / { lvl = /^## Common mistakes/ ? 3 : 0 }
                          lvl <= max { print }' "$d/HINTS.md" ;;
   diff)
-    [ $# -eq 1 ] || usage
+    want_args diff 1 "one argument, NN" "$@"
     d=$(exercise_dir "$1"); rc=0
     for f in $(exercise_files "$d"); do diff -u "$(solution_of "$f")" "$f" || rc=$?; done
     [ $rc -le 1 ] || exit $rc ;;
   reset)
-    [ $# -eq 1 ] || usage
+    want_args reset 1 "one argument, NN" "$@"
     d=$(exercise_dir "$1")
     backup="$(fa_build_dir)/exercise-backup/$1-$(date +%Y%m%d-%H%M%S)"
     mkdir -p "$backup"
@@ -115,14 +134,16 @@ case "$cmd" in
       sed 's/^/  /' <<<"$cases" | expand -t 12
       exit 0
     fi
+    [ $# -eq 1 ] || fa_usage_error "'further' takes at most one TASK, got $#: $*"
     task=$1
     if ! grep -qx -- "$task" <<<"$tasks"; then
-      echo "error: no task '$task'; the tasks:" $tasks >&2; exit 2
+      fa_usage_error "no task '$task'; the tasks: ${tasks//$'\n'/ }"
     fi
     step=$(basename steps/"${task:0:2}"_*)
     fa_setup
     build "test_$step"
     "$(fa_build_dir)/bin/test_$step" "[$task]" ;;
-  -h|--help|help) usage 0 ;;
-  *) usage ;;
+  -h|--help|help) usage; exit 0 ;;
+  "") fa_usage_error "no command given" ;;
+  *) fa_usage_error "unknown command '$cmd'" ;;
 esac

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """flash_tutorial — run any step of the tutorial on torch tensors, through the C API.
 
     import torch, flash_tutorial as ft
@@ -7,6 +8,7 @@
 
 ctypes only: nothing is built against PyTorch. The library is found through the
 FLASH_TUTORIAL_LIB environment variable or in build*/lib/ next to this folder.
+Run as a program (python3 scripts/flash_tutorial.py), it lists the steps the library holds.
 """
 import ctypes
 import glob
@@ -45,6 +47,8 @@ def _load():
     lib.fa_num_steps.restype = ctypes.c_int
     lib.fa_step_name.restype = ctypes.c_char_p
     lib.fa_step_name.argtypes = [ctypes.c_int]
+    lib.fa_step_lesson.restype = ctypes.c_char_p
+    lib.fa_step_lesson.argtypes = [ctypes.c_int]
     lib.fa_last_error.restype = ctypes.c_char_p
     lib.fa_workspace_bytes.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Problem),
                                        ctypes.POINTER(ctypes.c_size_t)]
@@ -102,3 +106,20 @@ def attention(q, k, v, step, causal=False, scale=None, layout="bhnd"):
     _check(lib.fa_run(step.encode(), ctypes.byref(p), q.data_ptr(), k.data_ptr(), v.data_ptr(),
                       o.data_ptr(), lse.data_ptr(), work.data_ptr(), ws.value, stream))
     return o, lse
+
+
+
+def _main():
+    """Lists the library's steps and what each teaches; 1 when the library cannot be loaded."""
+    try:
+        lib = _load()
+    except (FlashTutorialError, OSError) as e:
+        print(f"flash_tutorial.py: error: {e}", file=__import__("sys").stderr)
+        return 1
+    for i in range(lib.fa_num_steps()):
+        print(f"{lib.fa_step_name(i).decode():24s} {lib.fa_step_lesson(i).decode()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

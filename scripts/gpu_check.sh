@@ -3,32 +3,52 @@
 # the benchmarks of every step with the cuBLAS baseline, PyTorch's SDPA backends on the same
 # shapes, and write docs/results/<name>.json and .md (and the plots, if matplotlib is there).
 #
-#   scripts/gpu_check.sh                 # everything, PERF.md shapes (takes a few minutes)
-#   scripts/gpu_check.sh --quick         # N = 1024 and 4096 only
-#   options: --dtypes fp32,bf16,fp16  --name h200  --logs DIR  --skip-tests  --skip-bench  --skip-peers  --skip-traffic
-#            --skip-mutants  --bench-args "..."  --peer-args "..."
+# See usage below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/setup.sh
+
+usage() {
+  cat <<'USAGE'
+usage: scripts/gpu_check.sh [OPTION...]
+
+  (no option)          everything, at N = 512 to 16384 (takes a few minutes)
+  --quick              N = 1024 and 4096 only
+  --dtypes LIST        comma-separated, of fp32, bf16, fp16 (default: all three)
+  --name NAME          the results' name: docs/results/NAME.md and .json (default: h200)
+  --logs DIR           where the logs go (default: build-gpu/logs)
+  --skip-tests  --skip-bench  --skip-peers  --skip-traffic  --skip-mutants
+  --bench-args "..."   more options for bench_all;  --peer-args "...": for scripts/peers.py
+Builds in build-gpu/ (FA_BUILD_DIR=dir picks another). Exit status 2 on a usage error.
+USAGE
+}
 
 orig_args="$*"
 mutants=1 dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 bench=1 peers=1 traffic=1 bench_args="" peer_args=""
+# value OPTION ARGS...: the value following OPTION, or a usage error when there is none.
+value() { [ $# -ge 2 ] || fa_usage_error "option $1 needs a value"; printf '%s' "$2"; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --name) name=$2; shift ;;
-    --logs) logs=$2; shift ;;
+    --name) name=$(value "$@"); shift ;;
+    --logs) logs=$(value "$@"); shift ;;
     --quick) quick=1 ;;
-    --dtypes) dtypes=$2; shift ;;
+    --dtypes) dtypes=$(value "$@"); shift ;;
     --skip-tests) tests=0 ;;
     --skip-bench) bench=0 ;;
     --skip-peers) peers=0 ;;
     --skip-traffic) traffic=0 ;;
     --skip-mutants) mutants=0 ;;
-    --bench-args) bench_args=$2; shift ;;
-    --peer-args) peer_args=$2; shift ;;
-    *) echo "error: unknown option $1 (see the top of $0)" >&2; exit 2 ;;
+    --bench-args) bench_args=$(value "$@"); shift ;;
+    --peer-args) peer_args=$(value "$@"); shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) fa_usage_error "unknown option '$1'" ;;
   esac
   shift
 done
+for dt in ${dtypes//,/ }; do
+  case "$dt" in fp32|bf16|fp16) ;; *) fa_usage_error "--dtypes: '$dt' is not one of fp32, bf16, fp16" ;; esac
+done
+[ -n "${dtypes//,/}" ] || fa_usage_error "--dtypes ('$dtypes') names no dtype"
 build=${FA_BUILD_DIR:-build-gpu}
 mkdir -p "$logs" docs/results
 py=python3

@@ -1,27 +1,51 @@
 #!/usr/bin/env bash
 # grade.sh — grade a student's tree: build every exercise, run the exercises' tests, and write
-# a pass/fail report per exercise (docs/instructors.md).
-#
-#   scripts/grade.sh              # every exercise (the GPU ones need a CUDA device)
-#   scripts/grade.sh --cpu-only   # exercise 00 only (the CPU one)
-#
-# Writes, under <build>/grade/ (build/, or build-ci/ under CI=true; FA_BUILD_DIR=dir picks
-# another):
-#   report.md    one row per exercise: PASS, FAIL (and which test groups failed, or that it
-#                does not compile) or NOT GRADED (no CUDA device here, or --cpu-only)
-#   junit.xml    every exercise test, from ctest --output-junit, for a CI system or an LMS
-#   build-NN.log, ctest.log
-# Exits 0 when every graded exercise passes, 1 otherwise. The student's files are graded by
-# the same tests as the solutions: only the files under steps/NN_slug/exercise/ are theirs.
+# a pass/fail report per exercise (docs/instructors.md). See usage below.
 set -uo pipefail
+here=$PWD  # where a relative path argument starts from
 cd "$(dirname "$0")/.." || exit 1
 source scripts/setup.sh
 
+usage() {
+  cat <<'USAGE'
+usage: scripts/grade.sh [--cpu-only]
+
+Grades the tree this script is in (run the student's copy: cd their-tree && scripts/grade.sh).
+  scripts/grade.sh              every exercise (the GPU ones need a CUDA device)
+  scripts/grade.sh --cpu-only   exercise 00 only (the CPU one)
+
+Writes, under <build>/grade/ (build/, or build-ci/ under CI=true; FA_BUILD_DIR=dir picks
+another):
+  report.md    one row per exercise: PASS, FAIL (and which test groups failed, or that it
+               does not compile) or NOT GRADED (no CUDA device here, or --cpu-only)
+  junit.xml    every exercise test, from ctest --output-junit, for a CI system or an LMS
+  build-NN.log, ctest.log
+Exits 0 when every graded exercise passes, 1 otherwise, 2 on a usage error. The student's
+files are graded by the same tests as the solutions: only the files under
+steps/NN_slug/exercise/ are theirs.
+USAGE
+}
+
 cpu_only=0
+[ $# -le 1 ] || fa_usage_error "at most one option, got $#: $*"
 case "${1:-}" in
   --cpu-only) cpu_only=1 ;;
+  -h|--help) usage; exit 0 ;;
   "") ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  -*) fa_usage_error "unknown option '$1'" ;;
+  *)
+    # A path: grade.sh grades its own tree, whatever the argument.
+    path=$1; [[ "$path" == /* ]] || path=$here/$path
+    takes="grade.sh takes no path: it grades the tree it is in ($PWD)"
+    if [ ! -e "$path" ]; then
+      fa_usage_error "'$1' is not an option, and no such file or directory exists; $takes"
+    elif [ "$(realpath "$path")" = "$(realpath .)" ]; then
+      fa_usage_error "$takes, which is '$1': run it without an argument"
+    elif [ -x "$path/scripts/grade.sh" ]; then
+      fa_usage_error "$takes; to grade '$1', run its own scripts/grade.sh: $1/scripts/grade.sh"
+    else
+      fa_usage_error "$takes; '$1' is not a copy of this tutorial either (no scripts/grade.sh)"
+    fi ;;
 esac
 
 dir=$(fa_build_dir)

@@ -5,7 +5,21 @@
 # a missing max subtraction, a wrong GQA head), rebuilds that step's tests and runs them.
 # Every mutant must be caught (the tests fail); the script fails if any mutant survives.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+source scripts/setup.sh
+usage() {
+  cat <<'USAGE'
+usage: scripts/mutation_check.sh
+
+Plants one bug at a time in a copy of step 01 and checks that its GPU tests catch each one
+(needs a CUDA device). Exits 1 if a mutant survives, 2 on a usage error. No options.
+USAGE
+}
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  "") ;;
+  *) fa_usage_error "no argument expected, got $#: $*" ;;
+esac
 work=${TMPDIR:-/tmp}/fa-mutants
 file=steps/01_naive_attention/naive_attention.cu
 declare -A mutants=(

@@ -2,11 +2,26 @@
 # sanitize.sh — compute-sanitizer's memcheck, racecheck, initcheck and synccheck over every
 # registered GPU step and each head dim it is compiled for (tour --list), on small awkward
 # shapes (tails, N_q != N_kv, causal, GQA, both layouts).
-#   scripts/sanitize.sh [build-dir]      → prints one line per (tool, step, shape); exit 1 on any error
+# See usage below.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+source scripts/setup.sh
+usage() {
+  cat <<'USAGE'
+usage: scripts/sanitize.sh [BUILD_DIR]
+
+Runs compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on BUILD_DIR/bin/tour
+(default BUILD_DIR: build) for every step and head dim: one line per (tool, step, shape).
+Needs a CUDA device. Exits 1 on any sanitizer error, 2 on a usage error.
+COMPUTE_SANITIZER=path picks the compute-sanitizer binary.
+USAGE
+}
+case "${1:-}" in -h|--help) usage; exit 0 ;; esac
+[ $# -le 1 ] || fa_usage_error "at most one argument, the build folder; got $#: $*"
 build=${1:-build}
 tour="$build/bin/tour"
+[ -x "$tour" ] || fa_usage_error "the build folder '$build' has no bin/tour" \
+                                 "(build it: cmake --build $build --target tour)"
 cs=${COMPUTE_SANITIZER:-compute-sanitizer}
 shapes=(
   "--n-q 77 --n-kv 129 --heads-q 4 --heads-kv 2 --causal"

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# setup.sh — make sure the build's dependencies are present (sourced by tour.sh and test.sh).
+# setup.sh — make sure the build's dependencies are present. Sourced, not run: the other
+# scripts start with `source scripts/setup.sh` and call its functions (fa_setup, fa_build,
+# fa_build_dir, fa_usage_error); running it by itself only says so.
 #
 # Installs missing Debian/Ubuntu packages when it may (root, or sudo without a password);
 # otherwise prints the exact apt line. Says how to get the CUDA toolkit when nvcc is missing.
-# Idempotent: a second run finds everything and does nothing. FA_NO_INSTALL=1 never installs.
+# Idempotent: a second run finds everything and does nothing. FA_NO_INSTALL=1 never installs;
+# FA_NO_BUILD=1 builds nothing and uses the build folder as it is (fa_build).
 
 fa_packages="cmake g++ make libeigen3-dev catch2 libbenchmark-dev libcli11-dev"
 
 fa_setup() {
+  [ "${FA_NO_BUILD:-0}" = 1 ] && return 0  # nothing is built: nothing to check or install
   # The CUDA toolkit: nvcc on PATH, or in the usual place.
   if ! command -v nvcc >/dev/null 2>&1; then
     if [ -x /usr/local/cuda/bin/nvcc ]; then
@@ -73,8 +77,28 @@ fa_configure() {
   else cmake --preset "$(fa_preset)" >/dev/null; fi
 }
 
-# Configures if needed and builds the given targets (all without any).
+# Configures if needed and builds the given targets (all without any). With FA_NO_BUILD=1,
+# only checks that the build folder exists.
 fa_build() {
+  if [ "${FA_NO_BUILD:-0}" = 1 ]; then
+    [ -d "$(fa_build_dir)" ] && return 0
+    echo "error: FA_NO_BUILD=1 but the build folder '$(fa_build_dir)' does not exist" >&2
+    return 1
+  fi
   fa_configure || return 1
   cmake --build "$(fa_build_dir)" -j "$(nproc)" "$@"
 }
+
+# A usage error, the same in every script: "<script>: error: <what was wrong>", then the
+# script's usage (its function `usage`), on stderr; exit status 2.
+fa_usage_error() {
+  echo "$(basename "$0"): error: $*" >&2
+  usage >&2
+  exit 2
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  echo "setup.sh: error: this file is sourced, not run: source scripts/setup.sh, then call" \
+       "fa_setup or fa_build (scripts/test.sh and scripts/tour.sh do)" >&2
+  exit 2
+fi

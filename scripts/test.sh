@@ -1,12 +1,28 @@
 #!/usr/bin/env bash
 # test.sh — set up, build and run the whole test suite (ctest). GPU tests are reported as
-# skipped, never passed, on a machine without a CUDA device. Arguments go to ctest,
-# e.g. scripts/test.sh -L cpu   or   scripts/test.sh -R 04_flash
-# The exercises' tests (label "exercise": the skeletons fail until solved) are left out
-# unless you pick labels yourself: scripts/test.sh -L exercise_00 (scripts/exercise.sh).
+# skipped, never passed, on a machine without a CUDA device. See usage below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+
+usage() {
+  cat <<'USAGE'
+usage: scripts/test.sh [CTEST_OPTION...]
+
+Installs what is missing, builds (build/, or build-ci/ under CI=true; FA_BUILD_DIR=dir picks
+another; FA_NO_BUILD=1 runs the tests of the build as it is) and runs ctest. Options go to
+ctest (ctest --help), e.g.
+  scripts/test.sh -L cpu          the CPU tests
+  scripts/test.sh -R 04_flash     one step's tests
+The exercises' tests (label "exercise": the skeletons fail until solved) are left out unless
+you pick labels yourself: scripts/test.sh -L exercise_00 (scripts/exercise.sh).
+A filter that selects no test is an error (exit status 2), not a pass.
+USAGE
+}
+for a in "$@"; do
+  case "$a" in -h|--help) usage; exit 0 ;; esac
+done
+
 fa_setup
 fa_build
 dir=$(fa_build_dir)
@@ -20,9 +36,15 @@ done
 if [ ${#labels[@]} = 0 ] && [[ " $* " == *exercise* ]]; then fa_build --target exercises; fi
 log="$dir/ctest-last.log"
 set +e
-ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" "${labels[@]}" "$@" 2>&1 | tee "$log"
+ctest --test-dir "$dir" --output-on-failure --no-tests=error -j "$(nproc)" "${labels[@]}" "$@" \
+  2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
+if grep -q '^No tests were found' "$log"; then
+  echo "test.sh: error: the filter selected no test (ctest ${labels[*]:+${labels[*]} }$*);" \
+       "list the tests with: ctest --test-dir $dir -N" >&2
+  exit 2
+fi
 # One plain closing line, so that skipped GPU tests are never read as passed.
 passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* +Passed' "$log" || true)
 failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Failed|Timeout|Exception|Not Run)' "$log" || true)

@@ -1,4 +1,10 @@
 // capi.cpp — the C API over the step registry (flash_tutorial.h).
+//
+// Every entry point checks everything it can on the host first, in this order: the step
+// name, the problem (fa::check_step), then, for fa_run, the pointers (null, alignment) and
+// the workspace. Only then does fa_run make its first CUDA call (fa::run_step: the current
+// device, its limits, the launch). So a bad argument is reported as such on any machine,
+// with or without a GPU. No C++ exception crosses the C boundary.
 #include "flash_tutorial.h"
 
 #include <exception>
@@ -19,7 +25,7 @@ fa_status fail(fa_status code, const std::string& msg) {
 
 // Converts the C struct, rejecting enum values out of range.
 fa_status to_problem(const fa_problem* in, fa::Problem* out) {
-  if (!in) return fail(FA_ERROR_INVALID_ARGUMENT, "problem is null");
+  if (!in) return fail(FA_ERROR_INVALID_ARGUMENT, "pointer problem is null");
   if (in->dtype < 0 || in->dtype > 2)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 "dtype (" + std::to_string(in->dtype) + ") must be 0 (fp32), 1 (fp16) or 2 (bf16)");
@@ -40,12 +46,43 @@ fa_status to_problem(const fa_problem* in, fa::Problem* out) {
 }
 
 fa_status find(const char* name, const fa::StepInfo** out) {
-  if (!name) return fail(FA_ERROR_UNKNOWN_STEP, "step name is null");
+  if (!name) return fail(FA_ERROR_UNKNOWN_STEP, "pointer step is null");
   *out = fa::find_step(name);
   if (!*out)
     return fail(FA_ERROR_UNKNOWN_STEP, std::string("step (") + name +
-                                           ") is not registered; known: " + fa::step_names());
+                                           ") is not a registered step; known: " +
+                                           fa::step_names());
   return FA_OK;
+}
+
+// The step and the problem, both checked (fa::check_step): what every entry point starts with.
+fa_status prepare(const char* step, const fa_problem* problem, const fa::StepInfo** s,
+                  fa::Problem* p) {
+  g_last_error.clear();
+  if (fa_status st = find(step, s); st != FA_OK) return st;
+  if (fa_status st = to_problem(problem, p); st != FA_OK) return st;
+  if (std::string e = fa::check_step(**s, *p); !e.empty()) return fail(FA_ERROR_INVALID_ARGUMENT, e);
+  return FA_OK;
+}
+
+std::size_t workspace_of(const fa::StepInfo& s, const fa::Problem& p) {
+  return s.workspace_bytes ? s.workspace_bytes(p) : 0;
+}
+
+// Runs `body`, turning any exception into a code and message (none may reach C callers).
+template <class F>
+fa_status guarded(F&& body) {
+  try {
+    return body();
+  } catch (const std::invalid_argument& e) {
+    return fail(FA_ERROR_INVALID_ARGUMENT, e.what());
+  } catch (const fa::CudaError& e) {
+    return fail(FA_ERROR_CUDA, e.what());
+  } catch (const std::exception& e) {
+    return fail(FA_ERROR_INTERNAL, e.what());
+  } catch (...) {
+    return fail(FA_ERROR_INTERNAL, "unknown exception");
+  }
 }
 
 }  // namespace
@@ -65,53 +102,58 @@ const char* fa_step_lesson(int index) {
 }
 
 fa_status fa_check(const char* step, const fa_problem* problem) {
-  g_last_error.clear();
-  const fa::StepInfo* s = nullptr;
-  fa::Problem p;
-  if (fa_status st = find(step, &s); st != FA_OK) return st;
-  if (fa_status st = to_problem(problem, &p); st != FA_OK) return st;
-  if (std::string e = fa::check_step(*s, p); !e.empty()) return fail(FA_ERROR_INVALID_ARGUMENT, e);
-  return FA_OK;
+  return guarded([&] {
+    const fa::StepInfo* s = nullptr;
+    fa::Problem p;
+    return prepare(step, problem, &s, &p);
+  });
 }
 
 fa_status fa_workspace_bytes(const char* step, const fa_problem* problem, size_t* bytes) {
-  if (fa_status st = fa_check(step, problem); st != FA_OK) return st;
-  if (!bytes) return fail(FA_ERROR_INVALID_ARGUMENT, "bytes is null");
-  fa::Problem p;
-  to_problem(problem, &p);
-  const fa::StepInfo* s = fa::find_step(step);
-  *bytes = s->workspace_bytes ? s->workspace_bytes(p) : 0;
-  return FA_OK;
+  return guarded([&] {
+    const fa::StepInfo* s = nullptr;
+    fa::Problem p;
+    if (fa_status st = prepare(step, problem, &s, &p); st != FA_OK) return st;
+    if (!bytes) return fail(FA_ERROR_INVALID_ARGUMENT, "pointer bytes is null");
+    *bytes = workspace_of(*s, p);
+    return FA_OK;
+  });
 }
 
 fa_status fa_run(const char* step, const fa_problem* problem, const void* q, const void* k,
                  const void* v, void* o, float* lse, void* workspace, size_t workspace_bytes,
                  void* stream) {
-  size_t need = 0;
-  if (fa_status st = fa_workspace_bytes(step, problem, &need); st != FA_OK) return st;
-  if (workspace_bytes < need || (need > 0 && !workspace))
-    return fail(FA_ERROR_INVALID_ARGUMENT, "workspace_bytes (" + std::to_string(workspace_bytes) +
-                                               ") is below the " + std::to_string(need) +
-                                               " bytes this step needs, or workspace is null");
-  fa::Problem p;
-  to_problem(problem, &p);
-  const fa::StepInfo* s = fa::find_step(step);
-  fa::DeviceTensors t;
-  t.q = q;
-  t.k = k;
-  t.v = v;
-  t.o = o;
-  t.lse = lse;
-  try {
+  return guarded([&] {
+    const fa::StepInfo* s = nullptr;
+    fa::Problem p;
+    if (fa_status st = prepare(step, problem, &s, &p); st != FA_OK) return st;
+    fa::DeviceTensors t;
+    t.q = q;
+    t.k = k;
+    t.v = v;
+    t.o = o;
+    t.lse = lse;
+    // The pointer checks of fa::check_launch, without its device limits (the one part that
+    // asks the CUDA runtime): a copy of the step with no check_device.
+    fa::StepInfo host_checks = *s;
+    host_checks.check_device = nullptr;
+    if (std::string e = fa::check_launch(host_checks, p, t, /*device, unused*/ 0); !e.empty())
+      return fail(FA_ERROR_INVALID_ARGUMENT, e);
+    const std::size_t need = workspace_of(*s, p);
+    if (workspace_bytes < need)
+      return fail(FA_ERROR_INVALID_ARGUMENT,
+                  "workspace_bytes (" + std::to_string(workspace_bytes) + ") is below the " +
+                      std::to_string(need) + " bytes step " + s->name +
+                      " needs for this problem");
+    if (need > 0 && !workspace)
+      return fail(FA_ERROR_INVALID_ARGUMENT, "pointer workspace is null; step " +
+                                                 std::string(s->name) + " needs " +
+                                                 std::to_string(need) +
+                                                 " bytes of workspace for this problem");
+    // The first CUDA call: run_step checks the device's limits, then launches.
     fa::run_step(*s, p, t, workspace, static_cast<cudaStream_t>(stream));
-  } catch (const std::invalid_argument& e) {
-    return fail(FA_ERROR_INVALID_ARGUMENT, e.what());
-  } catch (const fa::CudaError& e) {
-    return fail(FA_ERROR_CUDA, e.what());
-  } catch (const std::exception& e) {
-    return fail(FA_ERROR_INTERNAL, e.what());
-  }
-  return FA_OK;
+    return FA_OK;
+  });
 }
 
 const char* fa_last_error(void) { return g_last_error.c_str(); }

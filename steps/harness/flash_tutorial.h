@@ -20,12 +20,17 @@ extern "C" {
 #define FA_API
 #endif
 
-/** \brief Return codes. */
+/** \brief Return codes. On any code but FA_OK, fa_last_error() holds one line naming the
+ * argument, its value and the limit (README, "C API: codes and messages"). */
 typedef enum {
-  FA_OK = 0,                     /**< success */
-  FA_ERROR_INVALID_ARGUMENT = 1, /**< the problem or a pointer is not acceptable */
-  FA_ERROR_UNKNOWN_STEP = 2,     /**< no step by that name */
-  FA_ERROR_CUDA = 3,             /**< a CUDA call failed */
+  FA_OK = 0,                     /**< success (fa_last_error() is then "") */
+  FA_ERROR_INVALID_ARGUMENT = 1, /**< a null pointer (problem, bytes, q, k, v, o, lse, a needed
+                                      workspace), a misaligned pointer, a workspace too small,
+                                      a dtype or layout out of range, or a problem the step
+                                      cannot run */
+  FA_ERROR_UNKNOWN_STEP = 2,     /**< no step by that name, or the name is NULL */
+  FA_ERROR_CUDA = 3,             /**< a CUDA call failed (only fa_run makes any, after every
+                                      check above passed) */
   FA_ERROR_INTERNAL = 4          /**< any other exception (see fa_last_error) */
 } fa_status;
 
@@ -66,7 +71,11 @@ FA_API fa_status fa_workspace_bytes(const char* step, const fa_problem* problem,
  * \param workspace device scratch \param workspace_bytes its size in bytes
  * \param stream a cudaStream_t, or NULL for the default stream
  * \return FA_OK once launched, or the error (then see fa_last_error); nothing is launched
- * on an error */
+ * on an error. The checks, in order, all before the first CUDA call: the step name, the
+ * problem (as fa_check), the pointers q, k, v, o, lse (not NULL; q, k, v, o aligned to the
+ * step's vector loads, 16 bytes for steps 04-06; lse to 4), then the workspace (at least
+ * fa_workspace_bytes, not NULL when that is above 0). Then the device's limits (grid,
+ * shared memory) and the launch. */
 FA_API fa_status fa_run(const char* step, const fa_problem* problem, const void* q,
                         const void* k, const void* v, void* o, float* lse, void* workspace,
                         size_t workspace_bytes, void* stream);

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# scripts_cli.sh — the scripts' usage errors (ctest -L cli; no GPU, no build): each bad
+# argument gives exit status 2 and a message naming what was wrong; a few good arguments
+# show the checks are not refusing everything. scripts/test.sh is run on a stand-in build
+# folder holding one trivial test (FA_BUILD_DIR, FA_NO_BUILD=1): nothing is built.
+#   tests/scripts_cli.sh [SOURCE_DIR]
+set -uo pipefail
+cd "${1:-$(dirname "$0")/..}" || exit 1
+export FA_NO_INSTALL=1
+failures=0 cases=0
+
+# expect STATUS TEXT... -- COMMAND...: COMMAND exits with STATUS and its output (stdout and
+# stderr) contains each TEXT (a fixed string), or does not when TEXT starts with "!".
+expect() {
+  local status=$1; shift
+  local texts=()
+  while [ "$1" != -- ]; do texts+=("$1"); shift; done
+  shift
+  local out rc ok=1 t
+  out=$("$@" 2>&1 </dev/null); rc=$?
+  cases=$((cases + 1))
+  [ "$rc" = "$status" ] || ok=0
+  for t in "${texts[@]}"; do
+    if [[ "$t" == '!'* ]]; then
+      grep -qF -- "${t:1}" <<<"$out" && ok=0
+    else
+      grep -qF -- "$t" <<<"$out" || ok=0
+    fi
+  done
+  if [ "$ok" = 1 ]; then
+    echo "ok    $*  (exit $rc)"
+  else
+    failures=$((failures + 1))
+    echo "FAIL  $*  (exit $rc, expected $status; wanted:$(printf ' [%s]' "${texts[@]}"))"
+    sed 's/^/      | /' <<<"$out" | head -20
+  fi
+}
+
+echo "--- scripts/test.sh: a filter that selects no test is an error"
+fake=$(mktemp -d)
+trap 'rm -rf "$fake"' EXIT
+echo 'add_test(cli_stand_in "/bin/true")' >"$fake/CTestTestfile.cmake"
+export FA_BUILD_DIR=$fake FA_NO_BUILD=1
+expect 2 "test.sh: error: the filter selected no test (ctest -LE exercise -R nonexistent)" \
+  -- scripts/test.sh -R nonexistent
+expect 2 "error: the filter selected no test" -- scripts/test.sh -L no_such_label
+expect 0 "ctest: 1 passed, 0 failed, 0 skipped" -- scripts/test.sh -R cli_stand_in
+expect 0 "usage: scripts/test.sh" -- scripts/test.sh --help
+unset FA_BUILD_DIR FA_NO_BUILD
+
+echo "--- scripts/exercise.sh"
+expect 2 "exercise.sh: error: unknown command 'bogus'" "usage: scripts/exercise.sh" \
+  -- scripts/exercise.sh bogus
+expect 2 "error: no command given" "usage: scripts/exercise.sh" -- scripts/exercise.sh
+expect 2 "error: hint '4' does not exist: exercise 03 has hint levels 1 to 3" \
+  -- scripts/exercise.sh hints 03 4
+expect 2 "error: hint 'x' does not exist" -- scripts/exercise.sh hints 03 x
+expect 2 "error: 'hints' takes NN and an optional level, got 3 argument(s): 03 1 2" \
+  -- scripts/exercise.sh hints 03 1 2
+expect 2 "error: 'build' takes one argument, NN, got 0 argument(s)" -- scripts/exercise.sh build
+expect 2 "error: 'list' takes no argument, got 1 argument(s): 03" -- scripts/exercise.sh list 03
+expect 2 "error: NN must be two digits, e.g. 04 (got '3')" -- scripts/exercise.sh diff 3
+expect 2 "error: step 99 has no exercise; these do: 00" -- scripts/exercise.sh diff 99
+expect 2 "error: no task 'no_such_task'; the tasks:" -- scripts/exercise.sh further no_such_task
+expect 0 "### Level 1" "!### Level 2" -- scripts/exercise.sh hints 03 1
+expect 0 "### Level 2" "!### Level 3" -- scripts/exercise.sh hints 03 2
+expect 0 "### Level 3" -- scripts/exercise.sh hints 03
+expect 0 "usage: scripts/exercise.sh" -- scripts/exercise.sh --help
+
+echo "--- scripts/grade.sh, scripts/check_exercises.sh"
+expect 2 "grade.sh: error: '/some/path' is not an option, and no such file or directory exists;" \
+  "grade.sh takes no path: it grades the tree it is in" "usage: scripts/grade.sh [--cpu-only]" \
+  "!sed -n" "!set -uo" -- scripts/grade.sh /some/path
+expect 2 "grade.sh takes no path" "is not a copy of this tutorial either" -- scripts/grade.sh /
+expect 2 "grade.sh: error: unknown option '--bogus'" -- scripts/grade.sh --bogus
+expect 2 "grade.sh: error: at most one option, got 2: --cpu-only x" \
+  -- scripts/grade.sh --cpu-only x
+expect 0 "usage: scripts/grade.sh" -- scripts/grade.sh --help
+expect 2 "check_exercises.sh: error: unknown option '--bogus'" \
+  "usage: scripts/check_exercises.sh" -- scripts/check_exercises.sh --bogus
+
+echo "--- scripts/gpu_check.sh, scripts/sanitize.sh, scripts/mutation_check.sh, scripts/setup.sh"
+expect 2 "gpu_check.sh: error: unknown option '--bogus'" "usage: scripts/gpu_check.sh" \
+  -- scripts/gpu_check.sh --bogus
+expect 2 "gpu_check.sh: error: option --name needs a value" -- scripts/gpu_check.sh --name
+expect 2 "gpu_check.sh: error: --dtypes: 'fp8' is not one of fp32, bf16, fp16" \
+  -- scripts/gpu_check.sh --dtypes fp32,fp8
+expect 2 "sanitize.sh: error: the build folder '/nonexistent' has no bin/tour" \
+  -- scripts/sanitize.sh /nonexistent
+expect 2 "sanitize.sh: error: at most one argument, the build folder; got 2: a b" \
+  -- scripts/sanitize.sh a b
+expect 2 "mutation_check.sh: error: no argument expected, got 1: x" -- scripts/mutation_check.sh x
+expect 2 "setup.sh: error: this file is sourced, not run" -- scripts/setup.sh
+
+echo "--- every script is executable and starts with its interpreter"
+for f in scripts/*.sh scripts/*.py; do
+  cases=$((cases + 1))
+  first=$(head -1 "$f")
+  want="#!/usr/bin/env bash"; [[ "$f" == *.py ]] && want="#!/usr/bin/env python3"
+  if [ -x "$f" ] && [ "$first" = "$want" ]; then
+    echo "ok    $f"
+  else
+    failures=$((failures + 1))
+    echo "FAIL  $f: $([ -x "$f" ] || echo "not executable; ")first line '$first', wanted '$want'"
+  fi
+done
+
+echo "scripts_cli: $cases cases, $failures failed"
+[ "$failures" = 0 ]
