@@ -3,7 +3,7 @@
 # the benchmarks of every step with the cuBLAS baseline, PyTorch's SDPA backends on the same
 # shapes, and write docs/results/<name>.json and .md (and the plots, if matplotlib is there).
 #
-#   scripts/gpu_check.sh                 # everything, PERF.md shapes (takes a few minutes)
+#   scripts/gpu_check.sh                 # everything, the benchmark shapes of docs/conventions.md (takes a few minutes)
 #   scripts/gpu_check.sh --quick         # N = 1024 and 4096 only
 #   options: --dtypes fp32,bf16,fp16  --name h200  --logs DIR  --skip-tests  --skip-bench  --skip-peers  --skip-traffic
 #            --skip-mutants  --bench-args "..."  --peer-args "..."
