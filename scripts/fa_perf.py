@@ -56,7 +56,8 @@ def main(argv=None):
     heads_kv = a.heads_q if a.heads_kv is None else a.heads_kv
     n_kv = a.n_q if a.n_kv is None else a.n_kv
     print(f"flops {attention_flops(a.batch, a.heads_q, a.n_q, n_kv, a.d, a.causal):.6g}")
-    print(f"min_io_bytes {min_io_bytes(a.batch, a.heads_q, heads_kv, a.n_q, n_kv, a.d, a.dtype):.6g}")
+    io = min_io_bytes(a.batch, a.heads_q, heads_kv, a.n_q, n_kv, a.d, a.dtype)
+    print(f"min_io_bytes {io:.6g}")
     print(f"nxn_matrix_bytes {nxn_matrix_bytes(a.batch, a.heads_q, a.n_q, n_kv):.6g}")
     return 0
 

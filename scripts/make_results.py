@@ -319,8 +319,9 @@ def make_markdown(doc, ratio_peers):
     out.append(f"- Commit: {code(doc['commit'])}")
     out.append(f"- Command: {code(doc['command'])}" if doc["command"] else "- Command: –")
     out += ["",
-            "TFLOP/s counts forward FLOPs as 4·B·H·N²·d, halved when causal ([conventions](../conventions.md)); the time "
-            "is the median of CUDA-event timings. Peers (`torch_*`) are PyTorch's "
+            "TFLOP/s counts forward FLOPs as 4·B·H·N²·d, halved when causal "
+            "([conventions](../conventions.md)); the time is the median of CUDA-event "
+            "timings. Peers (`torch_*`) are PyTorch's "
             "`scaled_dot_product_attention` with one backend forced, and `torch_naive` is "
             "matmul → softmax → matmul, measured in the same run. Extra device memory is what "
             "a call allocates beyond its inputs (output included). – means not measured or "

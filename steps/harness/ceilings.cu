@@ -57,7 +57,9 @@ __device__ inline float from_float<float>(float x) { return x; }
 template <>
 __device__ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
 template <>
-__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 template <typename T>
 __global__ void fill_random(T* x, std::size_t n, std::uint64_t seed) {
@@ -269,8 +271,9 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (gemm_bytes > 0.9 * free_b)
       throw std::invalid_argument("--size " + std::to_string(s.size) + " needs " +
-                                  std::to_string(gemm_bytes / (1 << 20)) + " MiB; at most 90% of the " +
-                                  std::to_string(free_b >> 20) + " MiB free may be used");
+                                  std::to_string(std::int64_t(gemm_bytes) >> 20) +
+                                  " MiB; at most 90% of the " + std::to_string(free_b >> 20) +
+                                  " MiB free may be used");
     if (copy_bytes > 0.9 * free_b)
       throw std::invalid_argument("--copy-mib " + std::to_string(s.copy_mib) + " needs " +
                                   std::to_string(2 * s.copy_mib) + " MiB; at most 90% of the " +
