@@ -31,7 +31,7 @@ Comparison compare_output(const Problem& p, const std::vector<float>& out,
 Comparison compare_lse(const Problem& p, const std::vector<float>& out,
                        const std::vector<double>& ref);
 
-/// \brief The tolerance policy (see STYLE.md). A step passes when
+/// \brief The tolerance policy (docs/conventions.md). A step passes when
 ///   rel_err     <= rel_slack + factor · (plain rel_err)   and
 ///   max_abs_err <= abs_slack + factor · (plain max_abs_err),
 /// with no mismatches. "plain" is the plain same-precision implementation

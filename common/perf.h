@@ -1,5 +1,6 @@
 /// \file perf.h
-/// \brief FLOP and byte counts (PERF.md's convention) and a CUDA-event timer.
+/// \brief FLOP and byte counts (the convention of docs/conventions.md) and a CUDA-event
+/// timer.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -8,9 +8,11 @@ What it does, in order:
   1. Writes the pages that are generated from the source tree into <output>/pages/:
      steps.md ("The code of each step") and one page per folder steps/NN_slug/ with the
      step's one-line lesson, its entry point and every source file of the folder, listed.
-  2. Renders every Graphviz diagram docs/diagrams/NAME.dot to <output>/html/diagrams/NAME.svg
-     and NAME.png (and copies NAME.dot there), so that any page can show it as
-     ![...](diagrams/NAME.svg).
+  2. Copies every diagram's committed SVG, docs/diagrams/NAME.svg (drawn from NAME.dot by
+     scripts/render_diagrams.py; the ctest docs/diagrams checks it matches its source), to
+     <output>/html/diagrams/NAME.svg, renders NAME.png there with Graphviz and copies NAME.dot
+     there, so that a page shows it as ![...](diagrams/NAME.svg) both on the site and, the
+     pages being in docs/, on a code host.
   3. Writes <output>/Doxyfile from docs/Doxyfile.in: README.md as the main page, the chapters
      docs/NN-*.md in reading order, the other docs/*.md (diagrams.md first), the results
      pages docs/results/*.md, the generated pages, then the headers of common/, reference/
@@ -184,21 +186,20 @@ def render_diagrams(src, html_dir, dot):
     for path in dots:
         stem = os.path.splitext(os.path.basename(path))[0]
         shutil.copy(path, os.path.join(out_dir, os.path.basename(path)))  # the source too
-        # SVG through cairo draws the text as outlines: the picture looks the same in every
-        # browser, whatever fonts it has (plain -Tsvg leaves the fonts to the browser, and
-        # runs of bold and plain text then drift apart). Plain SVG if cairo is missing.
-        for fmt, variants in (("svg", (["-Tsvg:cairo"], ["-Tsvg"])),
-                              ("png", (["-Tpng", "-Gdpi=96"],))):
-            target = os.path.join(out_dir, f"{stem}.{fmt}")
-            for i, flags in enumerate(variants):
-                r = subprocess.run([dot, *flags, "-o", target, path],
-                                   capture_output=True, text=True)
-                if r.returncode == 0 and not r.stderr.strip():
-                    break
-                if i + 1 == len(variants):
-                    raise RuntimeError(f"dot failed on {os.path.relpath(path, src)}:\n"
-                                       + (r.stderr.strip() or f"exit status {r.returncode}"))
-            written.append(target)
+        # The SVG is the committed one, so the site shows exactly what a code host shows.
+        svg = os.path.splitext(path)[0] + ".svg"
+        if not os.path.exists(svg):
+            raise RuntimeError(f"{os.path.relpath(path, src)} has no SVG next to it: run "
+                               "python3 scripts/render_diagrams.py and commit the SVG")
+        shutil.copy(svg, os.path.join(out_dir, f"{stem}.svg"))
+        written.append(os.path.join(out_dir, f"{stem}.svg"))
+        target = os.path.join(out_dir, f"{stem}.png")
+        r = subprocess.run([dot, "-Tpng", "-Gdpi=96", "-o", target, path],
+                           capture_output=True, text=True)
+        if r.returncode != 0 or r.stderr.strip():
+            raise RuntimeError(f"dot failed on {os.path.relpath(path, src)}:\n"
+                               + (r.stderr.strip() or f"exit status {r.returncode}"))
+        written.append(target)
     return written
 
 

@@ -12,7 +12,8 @@ usage() {
   cat <<'USAGE'
 usage: scripts/gpu_check.sh [OPTION...]
 
-  (no option)          everything, at N = 512 to 16384 (takes a few minutes)
+  (no option)          everything, on the benchmark shapes of docs/conventions.md
+                       (N = 512 to 16384; takes a few minutes)
   --quick              N = 1024 and 4096 only
   --dtypes LIST        comma-separated, of fp32, bf16, fp16 (default: all three)
   --name NAME          the results' name: docs/results/NAME.md and .json (default: h200)

@@ -35,11 +35,15 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fa_perf  # noqa: E402  (scripts/fa_perf.py: the FLOP and byte formulas)
+
 KEY_FIELDS = ("impl", "dtype", "d", "causal", "batch", "heads_q", "heads_kv", "n_q", "n_kv",
               "layout")
 RECORD_FIELDS = KEY_FIELDS + ("median_ms", "tflops", "extra_device_bytes", "nxn_bytes")
 DTYPE_ORDER = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
-# Peers in the order PERF.md lists them: fastest fused kernel first, the naive composite last.
+# Peers in the order docs/conventions.md lists them: fastest fused kernel first, the naive
+# composite last.
 PEER_ORDER = ["torch_cudnn", "torch_flash", "torch_efficient", "torch_math", "torch_naive"]
 DEFAULT_RATIO_PEERS = "torch_efficient,torch_flash,torch_naive,cublas_baseline"
 NAME_FIELDS = [  # (position in the benchmark name, record field, prefix, type)
@@ -63,9 +67,9 @@ def to_bool(value):
 
 
 def attention_flops(r):
-    """Forward FLOPs by PERF.md's convention: 4·B·H_q·N_q·N_kv·d, halved when causal."""
-    f = 4.0 * r["batch"] * r["heads_q"] * r["n_q"] * r["n_kv"] * r["d"]
-    return f / 2 if r["causal"] else f
+    """Forward FLOPs of a record (scripts/fa_perf.py, docs/conventions.md)."""
+    return fa_perf.attention_flops(r["batch"], r["heads_q"], r["n_q"], r["n_kv"], r["d"],
+                                   r["causal"])
 
 
 def normalize(rec):
@@ -315,8 +319,9 @@ def make_markdown(doc, ratio_peers):
     out.append(f"- Commit: {code(doc['commit'])}")
     out.append(f"- Command: {code(doc['command'])}" if doc["command"] else "- Command: –")
     out += ["",
-            "TFLOP/s counts forward FLOPs as 4·B·H·N²·d, halved when causal (PERF.md); the time "
-            "is the median of CUDA-event timings. Peers (`torch_*`) are PyTorch's "
+            "TFLOP/s counts forward FLOPs as 4·B·H·N²·d, halved when causal "
+            "([conventions](../conventions.md)); the time is the median of CUDA-event "
+            "timings. Peers (`torch_*`) are PyTorch's "
             "`scaled_dot_product_attention` with one backend forced, and `torch_naive` is "
             "matmul → softmax → matmul, measured in the same run. Extra device memory is what "
             "a call allocates beyond its inputs (output included). – means not measured or "

@@ -3,7 +3,7 @@
 
 Profiles one forward launch of each subject with `ncu --set full --clock-control none` on one
 problem (default: bf16, B = 4, H = 16, N = 4096, d = 128, non-causal, [B, H, N, d] inputs,
-the PERF.md shape) and writes a Markdown table of the numbers the chapters discuss: tensor-
+the benchmark shape of docs/conventions.md) and writes a Markdown table of the numbers the chapters discuss: tensor-
 pipe utilisation, issue-slot use, occupancy, registers, shared-memory bank conflicts, the
 main warp stall reasons and DRAM traffic.
 

@@ -2,7 +2,7 @@
 """Measure the peers: PyTorch's scaled_dot_product_attention with each backend forced.
 
 Run it on the GPU machine, in the same session as our own benchmark, so the ratios compare
-numbers taken on one machine at one time (docs: PERF.md).
+numbers taken on one machine at one time (docs/conventions.md).
 
 Implementations (the "impl" field of each record):
   torch_flash      SDPBackend.FLASH_ATTENTION      FlashAttention-2 (fp16/bf16 only)
@@ -15,7 +15,7 @@ Before each timed call a short GPU spin (torch.cuda._sleep) is queued, so the CU
 time the kernels rather than Python's dispatch, as our C++ benchmark's events do
 (--queue-ahead-cycles 0 turns this off).
 
-Shapes follow PERF.md: hidden size 2048 (d = 64 -> 32 heads, d = 128 -> 16 heads),
+Shapes follow docs/conventions.md: hidden size 2048 (d = 64 -> 32 heads, d = 128 -> 16 heads),
 batch × N = 16384, inputs torch.randn contiguous [B, H, N, d] ("bhnd"). FLOPs are
 4·B·H·N²·d, halved when causal. Each measurement: warm-up runs, then `--reps` runs timed one
 by one with CUDA events; the median is recorded. Extra device memory is the peak allocated
@@ -41,6 +41,9 @@ import statistics
 import sys
 import time
 import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fa_perf import attention_flops  # noqa: E402  (the FLOP formula, shared with C++)
 
 # name -> SDPBackend attribute; "torch_naive" is our own composite, not an SDPA backend.
 IMPLS = [
@@ -79,7 +82,7 @@ def name_list(allowed):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        description="Time torch SDPA backends (and a naive composite) on PERF.md shapes.",
+        description="Time torch SDPA backends (and a naive composite) on the benchmark shapes.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--dtypes", type=name_list(DTYPE_NAMES), default="fp32,bf16",
                    help="comma-separated: fp32, fp16, bf16")
@@ -121,12 +124,6 @@ def parse_args(argv=None):
         if n <= 0:
             p.error(f"--ns: N={n} must be positive")
     return args
-
-
-def attention_flops(batch, heads, n_q, n_kv, d, causal):
-    """Forward FLOPs by the FlashAttention convention (PERF.md)."""
-    f = 4.0 * batch * heads * n_q * n_kv * d
-    return f / 2 if causal else f
 
 
 def human_bytes(n):

@@ -7,9 +7,15 @@
      one row per implementation (every step registered in steps/CMakeLists.txt, then
      cublas_baseline, then the PyTorch peers), one column per (dtype, d, causal) measured,
      each cell the best TFLOP/s at N = 4096 (over the layouts measured), "–" if not measured.
-  3. With --diagrams, also renders docs/diagrams/*.dot to SVG next to the sources, so that
-     the pictures show when the Markdown is read outside the documentation site (the site
-     renders its own copies at build time; this is only for reading on a forge).
+  3. Fills the measured ceilings (docs/results/<gpu>-ceilings.json, written by
+     scripts/ceilings.sh) into the text of README.md, docs/*.md and docs/results/*.md
+     wherever a number follows a marker <!--ceiling:NAME-->, NAME one of the figures
+     of the file (bf16_tflops, fp16_tflops, fp32_tflops, tf32_tflops, copy_tbps), keeping
+     the number of decimals the text has. Without that file the text is left as it is (and
+     it says so). Floors the chapters compute from a ceiling are not recomputed: it lists
+     the files it changed so they can be reread.
+  4. With --diagrams, also renders docs/diagrams/*.dot to SVG next to the sources
+     (scripts/render_diagrams.py, the one command that does it).
 
 Standard library, plus matplotlib for the plots (without it they are skipped with a note;
 /usr/bin/python3 on Debian has it with python3-matplotlib). Idempotent. --check changes
@@ -53,10 +59,15 @@ def parse_args(argv=None):
     p.add_argument("--n", type=int, default=4096, help="sequence length of the table")
     p.add_argument("--no-plots", action="store_true", help="leave the plots alone")
     p.add_argument("--no-readme", action="store_true", help="leave the README alone")
+    p.add_argument("--ceilings", default=os.path.join(ROOT, "docs", "results",
+                                                      "h200-ceilings.json"),
+                   help="ceilings JSON (scripts/ceilings.sh); missing: text left as it is")
+    p.add_argument("--no-ceilings", action="store_true", help="leave the ceiling figures alone")
     p.add_argument("--diagrams", action="store_true",
                    help="also render docs/diagrams/*.dot to SVG next to the sources")
     p.add_argument("--check", action="store_true",
-                   help="change nothing; exit 1 if the README table is out of date")
+                   help="change nothing; exit 1 if the README table or a ceiling figure "
+                        "is out of date")
     return p.parse_args(argv)
 
 
@@ -147,26 +158,54 @@ def make_plots(results, images, prefix):
     return plots.main(["--results", results, "--outdir", images, "--prefix", prefix])
 
 
+CEILING_RE = re.compile(r"(<!--ceiling:(\w+)-->)(\d+(?:\.\d+)?)")
+
+
+def ceiling_pages():
+    return ([os.path.join(ROOT, "README.md")]
+            + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+            + sorted(glob.glob(os.path.join(ROOT, "docs", "results", "*.md"))))
+
+
+def fill_ceilings(path, check):
+    """Copies the figures of the ceilings file into the marked numbers of the pages.
+    Returns (exit status, files that changed or, with check, would change)."""
+    if not os.path.exists(path):
+        log(f"refresh_docs.py: {os.path.relpath(path, ROOT)} does not exist (scripts/ceilings.sh "
+            "on the GPU writes it); the ceiling figures in the text are left as they are")
+        return 0, []
+    with open(path, encoding="utf-8") as f:
+        figures = json.load(f).get("figures", {})
+    changed, unknown = [], set()
+
+    def fill(m):
+        name = m.group(2)
+        fig = figures.get(name)
+        if not isinstance(fig, dict) or not isinstance(fig.get("value"), (int, float)):
+            unknown.add(name)
+            return m.group(0)
+        decimals = len(m.group(3).split(".")[1]) if "." in m.group(3) else 0
+        return f"{m.group(1)}{fig['value']:.{decimals}f}"
+
+    for page in ceiling_pages():
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        new = CEILING_RE.sub(fill, text)
+        if new != text:
+            changed.append(os.path.relpath(page, ROOT))
+            if not check:
+                with open(page, "w", encoding="utf-8") as f:
+                    f.write(new)
+    if unknown:
+        log(f"refresh_docs.py: {os.path.relpath(path, ROOT)} has no figure "
+            + ", ".join(sorted(unknown)) + f" (it has: {', '.join(sorted(figures)) or 'none'})")
+        return 1, changed
+    return 0, changed
+
+
 def render_diagrams():
-    written = 0
-    for path in sorted(glob.glob(os.path.join(ROOT, "docs", "diagrams", "*.dot"))):
-        target = os.path.splitext(path)[0] + ".svg"
-        for fmt in ("-Tsvg:cairo", "-Tsvg"):
-            try:
-                r = subprocess.run(["dot", fmt, "-o", target, path], capture_output=True,
-                                   text=True)
-            except OSError:
-                log("refresh_docs.py: Graphviz's dot is not installed; diagrams not rendered")
-                return 1
-            if r.returncode == 0 and not r.stderr.strip():
-                break
-        else:
-            log(f"refresh_docs.py: dot failed on {path}: {r.stderr.strip()}")
-            return 1
-        written += 1
-        log(f"wrote {os.path.relpath(target, ROOT)}")
-    log(f"refresh_docs.py: {written} diagrams rendered")
-    return 0
+    script = os.path.join(ROOT, "scripts", "render_diagrams.py")
+    return subprocess.run([sys.executable, script]).returncode
 
 
 def main(argv=None):
@@ -174,6 +213,16 @@ def main(argv=None):
     with open(args.results, encoding="utf-8") as f:
         doc = json.load(f)
     rc = 0
+
+    if not args.no_ceilings:
+        rc, changed = fill_ceilings(args.ceilings, args.check)
+        if args.check and changed:
+            log("refresh_docs.py: ceiling figures out of date in " + ", ".join(changed)
+                + "; run python3 scripts/refresh_docs.py")
+            rc = 1
+        elif changed:
+            log("refresh_docs.py: updated the ceiling figures in " + ", ".join(changed)
+                + " (reread the floors computed from them there)")
 
     if not args.no_readme:
         with open(args.readme, encoding="utf-8") as f:
@@ -189,15 +238,15 @@ def main(argv=None):
                     "run python3 scripts/refresh_docs.py")
                 return 1
             log("refresh_docs.py: the README results table is up to date")
-            return 0
+            return rc
         if new != readme:
             with open(args.readme, "w", encoding="utf-8") as f:
                 f.write(new)
             log(f"refresh_docs.py: updated the results table in {args.readme}")
         else:
             log("refresh_docs.py: the README results table was already up to date")
-    elif args.check:
-        return 0
+    if args.check:
+        return rc
 
     if not args.no_plots:
         prefix = args.prefix

@@ -1,5 +1,5 @@
 // bench.cpp — Google Benchmark over every registered step and the cuBLAS baseline, on the
-// shapes of PERF.md: hidden size 2048 (d = 64 → 32 heads, d = 128 → 16 heads), B·N = 16384,
+// shapes of docs/conventions.md: hidden size 2048 (d = 64 → 32 heads, d = 128 → 16 heads), B·N = 16384,
 // N from 512 to 16384, causal off and on.
 //
 //   bin/bench_all --benchmark_out=bench.json --benchmark_out_format=json

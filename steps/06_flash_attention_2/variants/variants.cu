@@ -2,7 +2,7 @@
 //
 // Runs step 06's kernel in several configurations (variants_d64.cu, variants_d128.cu): first
 // each is checked against the double reference on small awkward problems (the tests' judge,
-// compare.h), then timed on the benchmark shapes of PERF.md (B·N = 16384, H·d = 2048, bf16,
+// compare.h), then timed on the benchmark shapes of docs/conventions.md (B·N = 16384, H·d = 2048, bf16,
 // [B, N, H, d]) next to the registered steps 05 and 06, in one process. A variant that fails
 // its check is reported and not timed.
 //
