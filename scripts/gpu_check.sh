@@ -19,13 +19,15 @@ usage: scripts/gpu_check.sh [OPTION...]
   --name NAME          the results' name: docs/results/NAME.md and .json (default: h200)
   --logs DIR           where the logs go (default: build-gpu/logs)
   --skip-tests  --skip-bench  --skip-peers  --skip-traffic  --skip-mutants
+  --skip-ceilings      (bin/ceilings: docs/results/NAME-ceilings.json)
+  --skip-large-tour    (the tour at N = 16384 and 65536: docs/results/NAME-tour-large.txt)
   --bench-args "..."   more options for bench_all;  --peer-args "...": for scripts/peers.py
 Builds in build-gpu/ (FA_BUILD_DIR=dir picks another). Exit status 2 on a usage error.
 USAGE
 }
 
 orig_args="$*"
-mutants=1 dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 bench=1 peers=1 traffic=1 bench_args="" peer_args=""
+mutants=1 dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 ceilings=1 large_tour=1 bench=1 peers=1 traffic=1 bench_args="" peer_args=""
 # value OPTION ARGS...: the value following OPTION, or a usage error when there is none.
 value() { [ $# -ge 2 ] || fa_usage_error "option $1 needs a value"; printf '%s' "$2"; }
 while [ $# -gt 0 ]; do
@@ -39,6 +41,8 @@ while [ $# -gt 0 ]; do
     --skip-peers) peers=0 ;;
     --skip-traffic) traffic=0 ;;
     --skip-mutants) mutants=0 ;;
+    --skip-ceilings) ceilings=0 ;;
+    --skip-large-tour) large_tour=0 ;;
     --bench-args) bench_args=$(value "$@"); shift ;;
     --peer-args) peer_args=$(value "$@"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -77,6 +81,9 @@ if [ "$tests" = 1 ]; then
     echo "FAIL: some tests were skipped"; status=1
   fi
   grep -q "100% tests passed" "$logs/ctest.log" || { echo "FAIL: not every test passed"; status=1; }
+  # The committed copy names paths relative to the repository, never this machine's.
+  { echo "# ctest -j8 --output-on-failure -LE exercise on $gpu, driver $driver, $(date -u +%Y-%m-%d), commit $commit (scripts/gpu_check.sh)"
+    sed -e "s|$PWD/||g" -e "s|$PWD|.|g" "$logs/ctest.log"; } >"docs/results/$name-tests.txt"
 fi
 
 if [ "$tests" = 1 ]; then
@@ -101,6 +108,26 @@ step "tour"
 "$build/bin/tour" | tee "$logs/tour.log" || status=1
 "$build/bin/tour" --n 4096 --heads-q 8 --heads-kv 8 --causal | tee -a "$logs/tour.log" || status=1
 "$build/bin/tour" --n 4096 --heads-q 8 --heads-kv 2 --d 128 --dtype bf16 | tee -a "$logs/tour.log" || status=1
+
+if [ "$large_tour" = 1 ]; then
+  # Issue-sized problems: the reference check samples query rows above the tour's threshold,
+  # so each run takes seconds of CPU, not minutes; wall time is recorded for each.
+  step "tour at large N (wall time of each run)"
+  { echo "# bin/tour at large N on $gpu, driver $driver, $(date -u +%Y-%m-%d), commit $commit (scripts/gpu_check.sh)"
+    for args in "--n 16384 -b 4 --heads-q 16 --d 128 --dtype bf16" "--n 65536 -b 1 --heads-q 8 --d 64"; do
+      echo; echo "\$ bin/tour $args"
+      t0=$(date +%s%N)
+      # shellcheck disable=SC2086
+      "$build/bin/tour" $args 2>&1 || status=1
+      ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+      printf "wall time: %d.%03d s\n" $((ms / 1000)) $((ms % 1000))
+    done; } 2>&1 | tee "docs/results/$name-tour-large.txt"
+fi
+
+if [ "$ceilings" = 1 ]; then
+  step "ceilings (cuBLAS matrix products, device-to-device copy)"
+  FA_BUILD_DIR="$build" scripts/ceilings.sh --name "$name" 2>&1 | tee "$logs/ceilings.log" || status=1
+fi
 
 if [ "$bench" = 1 ]; then
   step "benchmarks (ours and the cuBLAS baseline)"
