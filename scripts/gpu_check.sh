@@ -121,7 +121,8 @@ if [ "$large_tour" = 1 ]; then
       "$build/bin/tour" $args 2>&1 || status=1
       ms=$(( ($(date +%s%N) - t0) / 1000000 ))
       printf "wall time: %d.%03d s\n" $((ms / 1000)) $((ms % 1000))
-    done; } 2>&1 | tee "docs/results/$name-tour-large.txt"
+    done; } >"docs/results/$name-tour-large.txt" 2>&1
+  cat "docs/results/$name-tour-large.txt"
 fi
 
 if [ "$ceilings" = 1 ]; then
