@@ -28,6 +28,7 @@
 ///   - NaN in Q, K or V propagates to the outputs that depend on it; it is never hidden.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "problem.h"
@@ -68,5 +69,42 @@ Result attention(const Problem& p, const float* q, const float* k, const float* 
 /// \return O in Q's layout
 std::vector<float> attention_plain(const Problem& p, const float* q, const float* k,
                                    const float* v, std::vector<float>* lse = nullptr);
+
+/// \brief The rule for checking a large problem: the double reference for every row costs
+/// B·H_q·N_q·N_kv·d multiply-adds (twice: QKᵀ and PV). Up to kFullCheckMacs = 2³⁰ of them
+/// (about a second on one core) every row is checked; above it, a sample of query rows whose
+/// reference costs about as much: max(2, ⌈2³⁰ / (N_kv·d) / (B·H_q)⌉) rows of every head of
+/// every batch (at most N_q), the first and last rows of each included (sample_rows()).
+constexpr std::int64_t kFullCheckMacs = std::int64_t{1} << 30;
+
+/// \brief How many query rows of each (batch, head) the rule above checks.
+/// \param p the problem \return N_q when every row is checked, else the sample size per head
+int rows_per_head_to_check(const Problem& p);
+
+/// \brief A seeded sample of query rows: for every (b, h), rows 0 and N_q − 1 and
+/// `per_head` − 2 more distinct rows drawn uniformly (mt19937_64 from \p seed, heads in
+/// order); every row when per_head >= N_q. Deterministic for a given seed.
+/// \param p the problem \param per_head rows per head (at least 1; 2 takes first and last)
+/// \param seed the seed \return flat row indices (b·H_q + h)·N_q + i, ascending — the index
+/// of the row's L in [B, H_q, N_q]
+std::vector<std::int64_t> sample_rows(const Problem& p, int per_head, std::uint64_t seed);
+
+/// \brief The double reference for some query rows only.
+struct RowsResult {
+  std::vector<std::int64_t> rows;  ///< the rows, as given: (b·H_q + h)·N_q + i
+  std::vector<double> o;           ///< O of each row, [rows.size(), d]
+  std::vector<double> lse;         ///< L of each row, [rows.size()]
+};
+
+/// \brief attention() for the given query rows only: the same computation in double, on the
+/// rows of each head gathered together, with memory rows.size()·N_kv (never N_q·N_kv). Each
+/// row's O and L are attention()'s for that row up to the order of the double sums (Eigen
+/// blocks a few rows differently from a whole head: relative differences ~1e-15).
+/// \param p the problem; must pass validate(p) (std::invalid_argument otherwise)
+/// \param q Q \param k K \param v V (fp32, in p.layout)
+/// \param rows flat row indices in [0, p.lse_elems()) (std::invalid_argument otherwise)
+/// \return O and L of those rows
+RowsResult attention_rows(const Problem& p, const float* q, const float* k, const float* v,
+                          const std::vector<std::int64_t>& rows);
 
 }  // namespace fa::ref
