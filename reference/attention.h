@@ -70,11 +70,12 @@ Result attention(const Problem& p, const float* q, const float* k, const float* 
 std::vector<float> attention_plain(const Problem& p, const float* q, const float* k,
                                    const float* v, std::vector<float>* lse = nullptr);
 
-/// \brief The rule for checking a large problem: the double reference for every row costs
-/// B·H_q·N_q·N_kv·d multiply-adds (twice: QKᵀ and PV). Up to kFullCheckMacs = 2³⁰ of them
-/// (about a second on one core) every row is checked; above it, a sample of query rows whose
-/// reference costs about as much: max(2, ⌈2³⁰ / (N_kv·d) / (B·H_q)⌉) rows of every head of
-/// every batch (at most N_q), the first and last rows of each included (sample_rows()).
+/// \brief The rule for checking a large problem against the double reference. One query
+/// row costs N_kv·max(d, 16) operations (its QKᵀ and PV products; the 16 stands for the
+/// exponential when d is small). Every row of every head is checked while B·H_q·N_q rows cost
+/// at most kFullCheckMacs = 2³⁰ (about a second on one core); above that, a seeded sample of
+/// max(2, ⌈2³⁰ / (N_kv·max(d, 16)) / (B·H_q)⌉) rows of every (batch, head), the first and the
+/// last row of each included (sample_rows()).
 constexpr std::int64_t kFullCheckMacs = std::int64_t{1} << 30;
 
 /// \brief How many query rows of each (batch, head) the rule above checks.

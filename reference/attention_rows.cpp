@@ -18,12 +18,14 @@ using MatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowM
 using MatrixD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstHeadF = Eigen::Map<const MatrixF, 0, Eigen::OuterStride<>>;
 
+// At most this many scores (doubles) of S at a time: 32 MiB.
+constexpr std::int64_t kMaxRowScores = std::int64_t{1} << 22;
+
 }  // namespace
 
 int rows_per_head_to_check(const Problem& p) {
   const double heads = double(p.batch) * p.heads_q;
-  const double per_row = double(p.n_kv) * p.head_dim;  // multiply-adds of one row's QKᵀ
-  if (heads * p.n_q * per_row <= double(kFullCheckMacs)) return p.n_q;
+  const double per_row = double(p.n_kv) * std::max(p.head_dim, 16);  // one row's cost
   const double rows = std::ceil(double(kFullCheckMacs) / per_row / heads);
   return static_cast<int>(std::min<double>(p.n_q, std::max(2.0, rows)));
 }
@@ -86,33 +88,38 @@ RowsResult attention_rows(const Problem& p, const float* q, const float* k, cons
     const int b = static_cast<int>(bh / p.heads_q), h = static_cast<int>(bh % p.heads_q);
     const int g = h / p.group_size();
     const int count = static_cast<int>(last - first);
-    // As attention() does for the whole head, on these rows: Q in double, S = scale·QKᵀ.
-    MatrixD Q(count, d);
-    for (int t = 0; t < count; ++t) {
-      const std::int64_t i = rows[order[first + t]] % p.n_q;
-      const float* qi = q + b * qs.batch + h * qs.head + i * qs.row;
-      for (int c = 0; c < d; ++c) Q(t, c) = qi[c];
-    }
     const MatrixD K = ConstHeadF(k + b * kvs.batch + g * kvs.head, n_kv, d,
                                  Eigen::OuterStride<>(kvs.row)).cast<double>();
     const MatrixD V = ConstHeadF(v + b * kvs.batch + g * kvs.head, n_kv, d,
                                  Eigen::OuterStride<>(kvs.row)).cast<double>();
-    MatrixD S = scale * (Q * K.transpose());  // [count, N_kv]
+    // As attention() does for the whole head, on these rows, a few at a time so that S stays
+    // within kMaxRowScores doubles: Q in double, S = scale·QKᵀ, softmax, O = PV.
+    const int chunk = static_cast<int>(std::max<std::int64_t>(1, kMaxRowScores / n_kv));
     Eigen::RowVectorXd P(n_kv);
-    for (int t = 0; t < count; ++t) {
-      const std::size_t at = order[first + t];
-      const int i = static_cast<int>(rows[at] % p.n_q);
-      const int e = p.kv_end(i);
-      if (e == 0) {  // sees no key: O = 0, L = -inf
-        r.lse[at] = kNegInf;
-        continue;
+    for (int c0 = 0; c0 < count; c0 += chunk) {
+      const int rows_here = std::min(chunk, count - c0);
+      MatrixD Q(rows_here, d);
+      for (int t = 0; t < rows_here; ++t) {
+        const std::int64_t i = rows[order[first + c0 + t]] % p.n_q;
+        const float* qi = q + b * qs.batch + h * qs.head + i * qs.row;
+        for (int c = 0; c < d; ++c) Q(t, c) = qi[c];
       }
-      const double m = S.row(t).head(e).maxCoeff();
-      P.head(e) = (S.row(t).head(e).array() - m).exp().matrix();
-      const double l = P.head(e).sum();
-      P.head(e) /= l;
-      r.lse[at] = m + std::log(l);
-      Eigen::Map<Eigen::RowVectorXd>(r.o.data() + at * d, d) = P.head(e) * V.topRows(e);
+      const MatrixD S = scale * (Q * K.transpose());  // [rows_here, N_kv]
+      for (int t = 0; t < rows_here; ++t) {
+        const std::size_t at = order[first + c0 + t];
+        const int i = static_cast<int>(rows[at] % p.n_q);
+        const int e = p.kv_end(i);
+        if (e == 0) {  // sees no key: O = 0, L = -inf
+          r.lse[at] = kNegInf;
+          continue;
+        }
+        const double m = S.row(t).head(e).maxCoeff();
+        P.head(e) = (S.row(t).head(e).array() - m).exp().matrix();
+        const double l = P.head(e).sum();
+        P.head(e) /= l;
+        r.lse[at] = m + std::log(l);
+        Eigen::Map<Eigen::RowVectorXd>(r.o.data() + at * d, d) = P.head(e) * V.topRows(e);
+      }
     }
     first = last;
   }
