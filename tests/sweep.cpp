@@ -48,7 +48,7 @@ fa::Problem draw(std::mt19937_64& g, fa::DType dtype) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   CLI::App app{"Randomized sweep of every step against the reference"};
   int count = 500, only = -1;
   std::uint64_t seed = std::random_device{}();
@@ -119,4 +119,6 @@ int main(int argc, char** argv) {
   }
   std::printf("sweep: %s\n", total_fail ? "FAILED" : "all passed");
   return total_fail ? 1 : 0;
+} catch (const std::exception& e) {
+  return fa::cli::fail(e);
 }

@@ -96,7 +96,7 @@ void time_it(benchmark::State& state, const fa::Problem& p, std::size_t extra_by
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   CLI::App app{"Benchmarks of every step and the cuBLAS baseline (Google Benchmark flags, "
                "--benchmark_*, pass through)"};
   app.allow_extras();  // Google Benchmark's own flags
@@ -224,4 +224,6 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
+} catch (const std::exception& e) {
+  return fa::cli::fail(e);
 }

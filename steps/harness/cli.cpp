@@ -33,6 +33,11 @@ int refuse(const std::string& message) {
   return kBadInput;
 }
 
+int fail(const std::exception& e) {
+  std::cerr << "error: " << e.what() << std::endl;
+  return 1;
+}
+
 CLI::Range int_range(long long lo, long long hi) { return CLI::Range(lo, hi); }
 
 CLI::Validator uint64_range() {

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include <climits>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ int parse(CLI::App& app, int argc, char** argv);
 /// \brief Prints "error: <message>" on stderr. \param message what was wrong
 /// \return kBadInput
 int refuse(const std::string& message);
+
+/// \brief For main()'s function-try-block: prints "error: <what>" on stderr (a CUDA failure,
+/// host memory exhausted) so that no exception ends a program uncaught.
+/// \param e the exception \return 1
+int fail(const std::exception& e);
 
 /// \brief An integer option's range, checked by CLI11 on the text before conversion, so
 /// "abc" and "3000000000" are refused with the option's name and this range.

@@ -128,7 +128,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   CLI::App app{"FlashAttention, step by step: run every step on one problem"};
   fa::Problem p;
   p.batch = 1;
@@ -404,4 +404,6 @@ int main(int argc, char** argv) {
                        : every_row ? ", every row" : ", on the sampled rows",
               reps, warmup);
   return failures ? 1 : 0;
+} catch (const std::exception& e) {
+  return fa::cli::fail(e);
 }
