@@ -221,8 +221,13 @@ int main(int argc, char** argv) try {
       dtypes.push_back(r.dtype);
     }
   }
-  if (dtypes.empty()) {
-    for (const Row& r : rows) std::cerr << "  " << r.name << ": " << r.why_not << '\n';
+  // The baseline alone is no tour: when no step can run the problem, that is bad input.
+  const bool any_step = std::any_of(rows.begin(), rows.end(), [](const Row& r) {
+    return r.step && r.why_not.empty();
+  });
+  if (!any_step && !baseline_only) {
+    for (const Row& r : rows)
+      if (r.step) std::cerr << "  " << r.name << ": " << r.why_not << '\n';
     return fa::cli::refuse("no step can run this problem (the limits each breaks are above)");
   }
 
