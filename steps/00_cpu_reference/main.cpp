@@ -40,17 +40,6 @@ constexpr int kMaxN = 8192;
 /// Device memory of one NVIDIA H200, for scale.
 constexpr double kH200Bytes = 141e9;
 
-/// "512.0 MiB": bytes in binary units.
-void print_bytes(double bytes) {
-  const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (bytes >= 1024.0 && u < 5) {
-    bytes /= 1024.0;
-    ++u;
-  }
-  std::printf("%10.1f %-3s", bytes, kUnits[u]);
-}
-
 std::vector<float> normal_values(std::int64_t n, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.f, 1.f);
   std::vector<float> x(static_cast<std::size_t>(n));
@@ -140,15 +129,11 @@ int main(int argc, char** argv) try {
     const double per_head = 2.0 * 4.0 * static_cast<double>(big_n) * static_cast<double>(big_n);
     const double o_plus_l = 4.0 * static_cast<double>(big_n) * (p.head_dim + 1) * kHeads;
     if (first_too_big == 0 && per_head * kHeads > kH200Bytes) first_too_big = big_n;
-    std::printf("%7lldK  ", static_cast<long long>(big_n / 1024));
-    print_bytes(per_head);
-    std::printf("  ");
-    print_bytes(per_head * kHeads);
-    std::printf("  ");
-    print_bytes(per_head * kHeads * kBigBatch);
-    std::printf("  ");
-    print_bytes(o_plus_l);
-    std::printf("\n");
+    std::printf("%7lldK  %14s  %14s  %14s  %14s\n", static_cast<long long>(big_n / 1024),
+                fa::cli::human_bytes(per_head).c_str(),
+                fa::cli::human_bytes(per_head * kHeads).c_str(),
+                fa::cli::human_bytes(per_head * kHeads * kBigBatch).c_str(),
+                fa::cli::human_bytes(o_plus_l).c_str());
   }
   std::printf("\nAn H200 holds %.0f GB: from N = %lldK on, S and P of one batch element\n"
               "(H = %d) no longer fit. The streaming model's O and L grow only linearly.\n",
