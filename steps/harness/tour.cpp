@@ -163,8 +163,9 @@ int main(int argc, char** argv) try {
                "times, no more (for profilers such as ncu)");
   CLI::Option* reps_opt =
       app.add_option("--reps", reps,
-                     "timed repetitions (median reported; by default fewer for a step whose "
-                     "single run takes over 0.4 s, to keep within about 10 s)")
+                     "timed repetitions (median reported). Unless --reps or --warmup is given, "
+                     "a step whose warm-ups and runs would take over 5 s gets about 5 s of "
+                     "timed runs and no warm-up")
           ->check(fa::cli::int_range(1, 100000))->capture_default_str();
   CLI::Option* warmup_opt = app.add_option("--warmup", warmup, "untimed runs first")
       ->check(fa::cli::int_range(0, 100000))->capture_default_str();
@@ -335,7 +336,7 @@ int main(int argc, char** argv) try {
         CUDA_CHECK(cudaDeviceSynchronize());
         const double first_s = seconds_since(t0);
         // A slow step (a naive one at large N) is timed fewer times unless asked otherwise.
-        constexpr double kTimeBudgetS = 10.0;
+        constexpr double kTimeBudgetS = 5.0;
         if (first_s * (reps + warmup) > kTimeBudgetS && reps_opt->count() == 0 &&
             warmup_opt->count() == 0) {
           r_warmup = 0;
