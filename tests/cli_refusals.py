@@ -4,14 +4,19 @@
 Runs one program (tour, a step's program, 00_cpu_reference, bench_all, a bench_NN, sweep,
 variants_06) with each bad input of its table below and checks: exit status 2, exactly one
 "error:" line on stderr, and that line names the option and its accepted range (a regex);
-and that --help still exits 0. ctest runs one entry per program (label "cli"):
+and that --help still exits 0. For the tour, also a long sequence that it must accept: it
+checks sampled rows, says so, and stays within bounded host memory and time (the full
+reference would need 2·N² doubles per head, 34 GB here). ctest runs one entry per program
+(label "cli"):
 
     tests/cli_refusals.py <bin dir> <program>
 """
 import os
 import re
+import resource
 import subprocess
 import sys
+import time
 
 INT = r"1 to 2147483647"
 STEP_PROGRAM = "04_flash_attention"  # a step's own program: the tour for that step only
@@ -114,6 +119,15 @@ VARIANTS = [
     ("--warmup x", r"--warmup: Value x not in range 0 to 10000"),
 ]
 
+# program -> [(arguments, regex stdout must match)]: accepted, exit status 0, with at most
+# MAX_RSS_MIB of host memory and MAX_SECONDS (a GPU, if present, runs one fast step).
+ACCEPTS = {
+    "tour": [("--n 46000 --d 16 --step 04 --reps 1 --warmup 0",
+              r"Checked: \d+ of 184000 rows, sampled: \d+ rows of each of the 4 \(batch, head\)")],
+}
+MAX_RSS_MIB = 1536
+MAX_SECONDS = 120
+
 CASES = {
     "tour": TOUR_ALL_STEPS,
     STEP_PROGRAM: STEP_TOUR,
@@ -154,6 +168,24 @@ def main():
             failures.append(f"{program} {args}: {'; '.join(why)}\n    stderr: {r.stderr.strip()!r}")
         else:
             print(f"ok   {program} {args}: {errors[0]}")
+    for args, pattern in ACCEPTS.get(program, []):
+        t0 = time.monotonic()
+        r = run(exe, args.split())
+        seconds = time.monotonic() - t0
+        rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        why = []
+        if r.returncode != 0:
+            why.append(f"exit status {r.returncode}, expected 0")
+        if not re.search(pattern, r.stdout):
+            why.append(f"stdout does not match /{pattern}/")
+        if rss_mib > MAX_RSS_MIB:
+            why.append(f"max RSS {rss_mib:.0f} MiB, limit {MAX_RSS_MIB}")
+        if seconds > MAX_SECONDS:
+            why.append(f"took {seconds:.0f} s, limit {MAX_SECONDS}")
+        if why:
+            failures.append(f"{program} {args}: {'; '.join(why)}\n    stderr: {r.stderr.strip()[-400:]!r}")
+        else:
+            print(f"ok   {program} {args}: accepted, {seconds:.1f} s, max RSS {rss_mib:.0f} MiB")
     h = run(exe, ["--help"])
     if h.returncode != 0 or "Usage:" not in h.stdout:
         failures.append(f"{program} --help: exit status {h.returncode}, expected 0 with the usage")
@@ -161,7 +193,8 @@ def main():
         print(f"ok   {program} --help: exit status 0")
     for f in failures:
         print("FAIL " + f)
-    print(f"{program}: {len(CASES[program]) + 1 - len(failures)} passed, {len(failures)} failed")
+    total = len(CASES[program]) + len(ACCEPTS.get(program, [])) + 1
+    print(f"{program}: {total - len(failures)} passed, {len(failures)} failed")
     sys.exit(1 if failures else 0)
 
 
