@@ -74,8 +74,8 @@ std::vector<float> attention_plain(const Problem& p, const float* q, const float
 /// row costs N_kv·max(d, 16) operations (its QKᵀ and PV products; the 16 stands for the
 /// exponential when d is small). Every row of every head is checked while B·H_q·N_q rows cost
 /// at most kFullCheckMacs = 2³⁰ (about a second on one core); above that, a seeded sample of
-/// max(2, ⌈2³⁰ / (N_kv·max(d, 16)) / (B·H_q)⌉) rows of every (batch, head), the first and the
-/// last row of each included (sample_rows()).
+/// max(2, ⌈2³⁰ / (N_kv·max(d, 16)) / (B·H_q)⌉) rows (at most N_q) of every (batch, head), the
+/// first and the last row of each included (sample_rows()).
 constexpr std::int64_t kFullCheckMacs = std::int64_t{1} << 30;
 
 /// \brief How many query rows of each (batch, head) the rule above checks.
