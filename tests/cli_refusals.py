@@ -125,6 +125,12 @@ ACCEPTS = {
     "tour": [("--n 46000 --d 16 --step 04 --reps 1 --warmup 0",
               r"Checked: \d+ of 184000 rows, sampled: \d+ rows of each of the 4 \(batch, head\)")],
 }
+# program -> [arguments] that must not be refused (no status 2, no "error:" line): Google
+# Benchmark's own flags pass through the bench programs' command line.
+NOT_REFUSED = {
+    "bench_all": ["--ns 512 --dims 64 --benchmark_filter=^nothing$"],
+    "bench_" + STEP_PROGRAM: ["--ns 512 --dims 64 --causal off --benchmark_filter=^nothing$"],
+}
 MAX_RSS_MIB = 1536
 MAX_SECONDS = 120
 
@@ -186,6 +192,13 @@ def main():
             failures.append(f"{program} {args}: {'; '.join(why)}\n    stderr: {r.stderr.strip()[-400:]!r}")
         else:
             print(f"ok   {program} {args}: accepted, {seconds:.1f} s, max RSS {rss_mib:.0f} MiB")
+    for args in NOT_REFUSED.get(program, []):
+        r = run(exe, args.split())
+        if r.returncode == 2 or "error:" in r.stderr:
+            failures.append(f"{program} {args}: refused (exit status {r.returncode})\n"
+                            f"    stderr: {r.stderr.strip()!r}")
+        else:
+            print(f"ok   {program} {args}: not refused (exit status {r.returncode})")
     h = run(exe, ["--help"])
     if h.returncode != 0 or "Usage:" not in h.stdout:
         failures.append(f"{program} --help: exit status {h.returncode}, expected 0 with the usage")
@@ -193,7 +206,8 @@ def main():
         print(f"ok   {program} --help: exit status 0")
     for f in failures:
         print("FAIL " + f)
-    total = len(CASES[program]) + len(ACCEPTS.get(program, [])) + 1
+    total = (len(CASES[program]) + len(ACCEPTS.get(program, [])) +
+             len(NOT_REFUSED.get(program, [])) + 1)
     print(f"{program}: {total - len(failures)} passed, {len(failures)} failed")
     sys.exit(1 if failures else 0)
 
