@@ -19,7 +19,7 @@
 /// `attention_plain()` is the same algorithm as plain loops entirely in float. It serves
 /// twice: as an independent oracle for `attention()` (no Eigen, no double), and as the
 /// "plain same-precision implementation" whose error against `attention()` sets the
-/// tolerance for low-precision steps (flash-attention's 2× rule, see STYLE.md).
+/// tolerance for low-precision steps (flash-attention's 2× rule, see fa::Tolerance in compare.h).
 ///
 /// Semantics shared with every step (see problem.h):
 ///   - GQA: query head h reads key/value head h / group_size().
