@@ -19,7 +19,8 @@
 /// `attention_plain()` is the same algorithm as plain loops entirely in float. It serves
 /// twice: as an independent oracle for `attention()` (no Eigen, no double), and as the
 /// "plain same-precision implementation" whose error against `attention()` sets the
-/// tolerance for low-precision steps (flash-attention's 2× rule, see docs/conventions.md).
+/// tolerance for low-precision steps (flash-attention's 2× rule, see fa::Tolerance in compare.h
+/// and docs/conventions.md).
 ///
 /// Semantics shared with every step (see problem.h):
 ///   - GQA: query head h reads key/value head h / group_size().
@@ -28,6 +29,7 @@
 ///   - NaN in Q, K or V propagates to the outputs that depend on it; it is never hidden.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "problem.h"
@@ -68,5 +70,43 @@ Result attention(const Problem& p, const float* q, const float* k, const float* 
 /// \return O in Q's layout
 std::vector<float> attention_plain(const Problem& p, const float* q, const float* k,
                                    const float* v, std::vector<float>* lse = nullptr);
+
+/// \brief The rule for checking a large problem against the double reference. One query
+/// row costs N_kv·max(d, 16) operations (its QKᵀ and PV products; the 16 stands for the
+/// exponential when d is small). Every row of every head is checked while B·H_q·N_q rows cost
+/// at most kFullCheckMacs = 2³⁰ (about a second on one core); above that, a seeded sample of
+/// max(2, ⌈2³⁰ / (N_kv·max(d, 16)) / (B·H_q)⌉) rows (at most N_q) of every (batch, head), the
+/// first and the last row of each included (sample_rows()).
+constexpr std::int64_t kFullCheckMacs = std::int64_t{1} << 30;
+
+/// \brief How many query rows of each (batch, head) the rule above checks.
+/// \param p the problem \return N_q when every row is checked, else the sample size per head
+int rows_per_head_to_check(const Problem& p);
+
+/// \brief A seeded sample of query rows: for every (b, h), rows 0 and N_q − 1 and
+/// `per_head` − 2 more distinct rows drawn uniformly (mt19937_64 from \p seed, heads in
+/// order); every row when per_head >= N_q. Deterministic for a given seed.
+/// \param p the problem \param per_head rows per head (at least 1; 2 takes first and last)
+/// \param seed the seed \return flat row indices (b·H_q + h)·N_q + i, ascending — the index
+/// of the row's L in [B, H_q, N_q]
+std::vector<std::int64_t> sample_rows(const Problem& p, int per_head, std::uint64_t seed);
+
+/// \brief The double reference for some query rows only.
+struct RowsResult {
+  std::vector<std::int64_t> rows;  ///< the rows, as given: (b·H_q + h)·N_q + i
+  std::vector<double> o;           ///< O of each row, [rows.size(), d]
+  std::vector<double> lse;         ///< L of each row, [rows.size()]
+};
+
+/// \brief attention() for the given query rows only: the same computation in double, on the
+/// rows of each head gathered together, with memory rows.size()·N_kv (never N_q·N_kv). Each
+/// row's O and L are attention()'s for that row up to the order of the double sums (Eigen
+/// blocks a few rows differently from a whole head: relative differences ~1e-15).
+/// \param p the problem; must pass validate(p) (std::invalid_argument otherwise)
+/// \param q Q \param k K \param v V (fp32, in p.layout)
+/// \param rows flat row indices in [0, p.lse_elems()) (std::invalid_argument otherwise)
+/// \return O and L of those rows
+RowsResult attention_rows(const Problem& p, const float* q, const float* k, const float* v,
+                          const std::vector<std::int64_t>& rows);
 
 }  // namespace fa::ref

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "expected.h"
 #include "inputs.h"
 #include "registry.h"
@@ -47,15 +48,21 @@ fa::Problem draw(std::mt19937_64& g, fa::DType dtype) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   CLI::App app{"Randomized sweep of every step against the reference"};
   int count = 500, only = -1;
   std::uint64_t seed = std::random_device{}();
   app.add_option("--count", count, "problems per dtype family (each step sees at least this many)")
-      ->capture_default_str();
-  app.add_option("--seed", seed, "base seed (problem i uses seed + i)");
-  app.add_option("--only", only, "run problem #i only (replay)");
-  CLI11_PARSE(app, argc, argv);
+      ->check(fa::cli::int_range(1, 1000000))->capture_default_str();
+  app.add_option("--seed", seed, "base seed (problem i uses seed + i; default: random)")
+      ->check(fa::cli::uint64_range());
+  CLI::Option* only_opt = app.add_option("--only", only, "run problem #i only (replay), 0 <= i < count")
+      ->check(fa::cli::int_range(0, 1000000 - 1));
+  FA_CLI_PARSE(app, argc, argv);
+  if (only_opt->count() && only >= count)
+    return fa::cli::refuse("--only: Value " + std::to_string(only) + " not in range 0 to " +
+                           std::to_string(count - 1) + " (problems 0 .. --count - 1; --count is " +
+                           std::to_string(count) + ")");
 
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -101,6 +108,10 @@ int main(int argc, char** argv) {
     }
     if ((i + 1) % 50 == 0) std::printf("  %d/%d problems\n", i + 1, count), std::fflush(stdout);
   }
+  if (runs.empty()) {  // nothing checked is not a pass
+    std::printf("sweep: FAILED, no step ran any problem\n");
+    return 1;
+  }
   int total_fail = 0;
   for (const auto& [name, n] : runs) {
     std::printf("%-22s %5d problems, %d failed\n", name.c_str(), n, fails[name]);
@@ -108,4 +119,6 @@ int main(int argc, char** argv) {
   }
   std::printf("sweep: %s\n", total_fail ? "FAILED" : "all passed");
   return total_fail ? 1 : 0;
+} catch (const std::exception& e) {
+  return fa::cli::fail(e);
 }

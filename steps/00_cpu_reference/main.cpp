@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "cli.h"
 #include "problem.h"
 #include "streaming.h"
 
@@ -33,19 +34,11 @@ namespace {
 /// Above this many elements of S (B·H·N²) the program skips keeping S and P: two double
 /// matrices of 2^26 elements are already 1 GiB. (That, too, is the memory wall.)
 constexpr std::int64_t kMaxKeptScores = std::int64_t{1} << 26;
+/// The longest sequence this program takes: the reference holds S and P of one head in
+/// double, 16·N² bytes (1 GiB at 8192).
+constexpr int kMaxN = 8192;
 /// Device memory of one NVIDIA H200, for scale.
 constexpr double kH200Bytes = 141e9;
-
-/// "512.0 MiB": bytes in binary units.
-void print_bytes(double bytes) {
-  const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (bytes >= 1024.0 && u < 5) {
-    bytes /= 1024.0;
-    ++u;
-  }
-  std::printf("%10.1f %-3s", bytes, kUnits[u]);
-}
 
 std::vector<float> normal_values(std::int64_t n, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.f, 1.f);
@@ -56,26 +49,30 @@ std::vector<float> normal_values(std::int64_t n, std::mt19937_64& rng) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   CLI::App app{"Step 00: CPU reference attention, the streaming model, and the N x N wall"};
   fa::Problem p;
   p.heads_q = p.heads_kv = 4;
   p.n_q = p.n_kv = 512;
   int n = p.n_q;
   std::uint64_t seed = 1;
-  app.add_option("--batch", p.batch, "batch size B")->capture_default_str();
-  app.add_option("--heads", p.heads_q, "heads H (query and key/value)")->capture_default_str();
-  app.add_option("--n", n, "sequence length N (queries and keys)")->capture_default_str();
-  app.add_option("--d", p.head_dim, "head dimension d")->capture_default_str();
+  app.add_option("--batch", p.batch, "batch size B")->check(fa::cli::int_range(1))
+      ->capture_default_str();
+  app.add_option("--heads", p.heads_q, "heads H (query and key/value)")
+      ->check(fa::cli::int_range(1))->capture_default_str();
+  app.add_option("--n", n,
+                 "sequence length N (queries and keys); the reference holds one head's S and "
+                 "P, 16·N² bytes, so at most 8192 (1 GiB)")
+      ->check(fa::cli::int_range(1, kMaxN))->capture_default_str();
+  app.add_option("--d", p.head_dim, "head dimension d")
+      ->check(fa::cli::int_range(1, fa::Limits::kMaxHeadDim))->capture_default_str();
   app.add_flag("--causal", p.causal, "causal mask");
-  app.add_option("--seed", seed, "seed of the random inputs")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--seed", seed, "seed of the random inputs")
+      ->check(fa::cli::uint64_range())->capture_default_str();
+  FA_CLI_PARSE(app, argc, argv);
   p.heads_kv = p.heads_q;
   p.n_q = p.n_kv = n;
-  if (const std::string error = fa::validate(p); !error.empty()) {
-    std::fprintf(stderr, "error: %s\n", error.c_str());
-    return 1;
-  }
+  if (const int status = fa::cli::check_problem(p); status >= 0) return status;
 
   std::printf("problem: %s, seed %llu\n", p.describe().c_str(),
               static_cast<unsigned long long>(seed));
@@ -132,18 +129,16 @@ int main(int argc, char** argv) {
     const double per_head = 2.0 * 4.0 * static_cast<double>(big_n) * static_cast<double>(big_n);
     const double o_plus_l = 4.0 * static_cast<double>(big_n) * (p.head_dim + 1) * kHeads;
     if (first_too_big == 0 && per_head * kHeads > kH200Bytes) first_too_big = big_n;
-    std::printf("%7lldK  ", static_cast<long long>(big_n / 1024));
-    print_bytes(per_head);
-    std::printf("  ");
-    print_bytes(per_head * kHeads);
-    std::printf("  ");
-    print_bytes(per_head * kHeads * kBigBatch);
-    std::printf("  ");
-    print_bytes(o_plus_l);
-    std::printf("\n");
+    std::printf("%7lldK  %14s  %14s  %14s  %14s\n", static_cast<long long>(big_n / 1024),
+                fa::cli::human_bytes(per_head).c_str(),
+                fa::cli::human_bytes(per_head * kHeads).c_str(),
+                fa::cli::human_bytes(per_head * kHeads * kBigBatch).c_str(),
+                fa::cli::human_bytes(o_plus_l).c_str());
   }
   std::printf("\nAn H200 holds %.0f GB: from N = %lldK on, S and P of one batch element\n"
               "(H = %d) no longer fit. The streaming model's O and L grow only linearly.\n",
               kH200Bytes / 1e9, static_cast<long long>(first_too_big / 1024), kHeads);
   return 0;
+} catch (const std::exception& e) {
+  return fa::cli::fail(e);
 }

@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "cublas_baseline.h"
 #include "cuda_check.h"
 #include "inputs.h"
@@ -92,116 +94,136 @@ void time_it(benchmark::State& state, const fa::Problem& p, std::size_t extra_by
   state.counters["min_io_bytes"] = fa::min_io_bytes(p);
 }
 
-std::vector<int> parse_list(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(std::stoi(item));
-  return out;
-}
-
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{"Benchmarks of every step and the cuBLAS baseline (Google Benchmark flags pass through)"};
-  app.allow_extras();
-  std::string ns = "512,1024,2048,4096,8192,16384", dims = "64,128", causal = "both";
-  std::string dtype = "fp32", layout = "bnhd", only;
+int main(int argc, char** argv) try {
+  CLI::App app{"Benchmarks of every step and the cuBLAS baseline (Google Benchmark flags, "
+               "--benchmark_*, pass through)"};
+  app.allow_extras();  // Google Benchmark's own flags
+  std::vector<int> ns{512, 1024, 2048, 4096, 8192, 16384}, dims{64, 128};
+  std::vector<bool> causals{false, true};
+  fa::Problem base;
   int tokens = 16384, hidden = 2048;
+  std::string only;
   bool baseline = true;
   double min_time = 0.3;
-  app.add_option("--ns", ns, "sequence lengths N (N_q = N_kv)")->capture_default_str();
-  app.add_option("--dims", dims, "head dims d")->capture_default_str();
-  app.add_option("--causal", causal, "off, on or both")->capture_default_str();
-  app.add_option("--dtype", dtype, "fp32, fp16 or bf16")->capture_default_str();
-  app.add_option("--layout", layout, "bnhd or bhnd")->capture_default_str();
-  app.add_option("--tokens", tokens, "B·N, kept constant")->capture_default_str();
-  app.add_option("--hidden", hidden, "H·d, kept constant")->capture_default_str();
-  app.add_option("--only", only, "one step (name, number or slug)");
-  app.add_option("--baseline", baseline, "also time the cuBLAS baseline")->capture_default_str();
-  app.add_option("--min-time", min_time, "seconds of GPU time per benchmark")->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  app.add_option("--ns", ns, "sequence lengths N (N_q = N_kv), comma-separated")
+      ->delimiter(',')->check(fa::cli::int_range(1))->capture_default_str();
+  app.add_option("--dims", dims, "head dims d, comma-separated")
+      ->delimiter(',')->check(fa::cli::int_range(1, fa::Limits::kMaxHeadDim))
+      ->capture_default_str();
+  fa::cli::add_causal_choice(app, &causals);
+  fa::cli::add_dtype(app, "--dtype", &base.dtype, "element type: fp32, fp16 or bf16");
+  fa::cli::add_layout(app, &base.layout);
+  app.add_option("--tokens", tokens, "B·N, kept constant (B = max(1, tokens / N))")
+      ->check(fa::cli::int_range(1))->capture_default_str();
+  app.add_option("--hidden", hidden, "H·d, kept constant (H = max(1, hidden / d))")
+      ->check(fa::cli::int_range(1))->capture_default_str();
+  app.add_option("--only", only, "one step (name, number or slug)")
+      ->check(fa::cli::step_validator(false));
+  app.add_option("--baseline", baseline, "also time the cuBLAS baseline (fp32 only)")
+      ->check(CLI::IsMember({"true", "false", "on", "off", "1", "0"}, CLI::ignore_case))
+      ->capture_default_str();
+  app.add_option("--min-time", min_time, "seconds of GPU time per benchmark")
+      ->check(CLI::Range(0.001, 3600.0))->capture_default_str();
+  FA_CLI_PARSE(app, argc, argv);
+  // What CLI11 left is Google Benchmark's: it takes its flags, anything else is refused.
   std::vector<std::string> rest = app.remaining();
   std::vector<char*> gb_argv = {argv[0]};
   for (std::string& s : rest) gb_argv.push_back(s.data());
-  int gb_argc = static_cast<int>(gb_argv.size());
+  gb_argv.push_back(nullptr);
+  int gb_argc = static_cast<int>(gb_argv.size()) - 1;
+  benchmark::Initialize(&gb_argc, gb_argv.data());
+  if (gb_argc > 1)
+    return fa::cli::refuse(std::string("unknown option ") + gb_argv[1] +
+                           " (neither this program's nor a --benchmark_* flag; see --help)");
 
-  fa::Problem base;
-  if (!fa::parse_dtype(dtype, &base.dtype) || !fa::parse_layout(layout, &base.layout)) {
-    std::fprintf(stderr, "error: --dtype (%s) or --layout (%s) not recognised\n", dtype.c_str(),
-                 layout.c_str());
-    return 2;
-  }
-  std::vector<bool> causals;
-  if (causal == "off" || causal == "both") causals.push_back(false);
-  if (causal == "on" || causal == "both") causals.push_back(true);
-  if (causals.empty()) {
-    std::fprintf(stderr, "error: --causal (%s) must be off, on or both\n", causal.c_str());
-    return 2;
-  }
   std::vector<const fa::StepInfo*> chosen = fa::steps();
-  if (!only.empty()) {
-    const fa::StepInfo* s = fa::find_step(only);
-    if (!s) {
-      std::fprintf(stderr, "error: --only (%s) is not a registered step; known: %s\n",
-                   only.c_str(), fa::step_names().c_str());
-      return 2;
+  if (!only.empty()) chosen = {fa::find_step(only)};  // checked by the validator
+
+  // Every shape first, before any GPU is looked for: a shape no tensor limit allows is bad
+  // input; a step that cannot run a shape is said once per reason; no step at all is bad input.
+  struct Planned {
+    const fa::StepInfo* step;  // null: the baseline
+    fa::Problem p;
+  };
+  std::vector<Planned> plan;
+  std::vector<std::string> cannot;  // "step: reason", each once
+  auto note = [&](const std::string& what) {
+    if (std::find(cannot.begin(), cannot.end(), what) == cannot.end()) cannot.push_back(what);
+  };
+  int step_runs = 0;
+  for (int d : dims)
+    for (int n : ns) {
+      fa::Problem p = base;
+      p.head_dim = d;
+      p.heads_q = p.heads_kv = std::max(1, hidden / d);
+      p.batch = std::max(1, tokens / n);
+      p.n_q = p.n_kv = n;
+      if (const std::string e = fa::validate(p); !e.empty())
+        return fa::cli::refuse("--ns " + std::to_string(n) + " with --dims " + std::to_string(d) +
+                               ": " + e);
+      for (bool c : causals) {
+        p.causal = c;
+        for (const fa::StepInfo* step : chosen) {
+          if (const std::string e = fa::check_step(*step, p); !e.empty()) {
+            note(std::string(step->name) + ": " + e);
+            continue;
+          }
+          plan.push_back({step, p});
+          ++step_runs;
+        }
+        if (baseline && p.dtype == fa::DType::F32) plan.push_back({nullptr, p});
+      }
     }
-    chosen = {s};
-  }
+  if (baseline && base.dtype != fa::DType::F32)
+    note(std::string("cublas_baseline: dtype (") + fa::dtype_name(base.dtype) +
+         ") is not supported (supported: fp32)");
+  for (const std::string& c : cannot) std::fprintf(stderr, "not timed: %s\n", c.c_str());
+  if (step_runs == 0)
+    return fa::cli::refuse("no step can run the requested shapes (--ns, --dims, --dtype" +
+                           std::string(only.empty() ? "" : ", --only") + "): see above");
+
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::fprintf(stderr, "no usable CUDA device: nothing to benchmark\n");
     return 1;
   }
 
-  for (int d : parse_list(dims))
-    for (int n : parse_list(ns)) {
-      fa::Problem p = base;
-      p.head_dim = d;
-      p.heads_q = p.heads_kv = std::max(1, hidden / d);
-      p.batch = std::max(1, tokens / n);
-      p.n_q = p.n_kv = n;
-      for (bool c : causals) {
-        p.causal = c;
-        for (const fa::StepInfo* step : chosen) {
-          if (!fa::check_step(*step, p).empty()) continue;
-          benchmark::RegisterBenchmark(record_name(step->name, p).c_str(),
-                                       [step, p](benchmark::State& st) {
-            const std::size_t ws = step->workspace_bytes ? step->workspace_bytes(p) : 0;
-            auto buffer = std::make_shared<fa::DeviceBuffer>();
-            time_it(st, p, ws, step->nxn_bytes_written ? double(step->nxn_bytes_written(p)) : 0,
-                    [step, p, ws, buffer]() -> std::function<void()> {
-                      fa::DeviceProblem& dev = inputs_for(p);
-                      *buffer = fa::DeviceBuffer(ws);
-                      return [step, p, &dev, buffer] {
-                        fa::run_step(*step, p, dev.tensors(), buffer->get());
-                      };
-                    });
-          })->UseManualTime()->MinTime(min_time)->Unit(benchmark::kMillisecond);
-        }
-        if (baseline && p.dtype == fa::DType::F32) {
-          benchmark::RegisterBenchmark(record_name("cublas_baseline", p).c_str(),
-                                       [p](benchmark::State& st) {
-            auto base = std::make_shared<std::unique_ptr<fa::baseline::CublasAttention>>();
-            time_it(st, p, fa::baseline::CublasAttention::workspace_bytes(p),
-                    double(fa::baseline::CublasAttention::nxn_bytes_written(p)),
-                    [p, base]() -> std::function<void()> {
-                      fa::DeviceProblem& dev = inputs_for(p);
-                      *base = std::make_unique<fa::baseline::CublasAttention>(p);
-                      return [&dev, base] { (*base)->run(dev.tensors()); };
-                    });
-          })->UseManualTime()->MinTime(min_time)->Unit(benchmark::kMillisecond);
-        }
-      }
+  for (const Planned& x : plan) {
+    const fa::Problem p = x.p;
+    if (const fa::StepInfo* step = x.step) {
+      benchmark::RegisterBenchmark(record_name(step->name, p).c_str(),
+                                   [step, p](benchmark::State& st) {
+        const std::size_t ws = step->workspace_bytes ? step->workspace_bytes(p) : 0;
+        auto buffer = std::make_shared<fa::DeviceBuffer>();
+        time_it(st, p, ws, step->nxn_bytes_written ? double(step->nxn_bytes_written(p)) : 0,
+                [step, p, ws, buffer]() -> std::function<void()> {
+                  fa::DeviceProblem& dev = inputs_for(p);
+                  *buffer = fa::DeviceBuffer(ws);
+                  return [step, p, &dev, buffer] {
+                    fa::run_step(*step, p, dev.tensors(), buffer->get());
+                  };
+                });
+      })->UseManualTime()->MinTime(min_time)->Unit(benchmark::kMillisecond);
+    } else {
+      benchmark::RegisterBenchmark(record_name("cublas_baseline", p).c_str(),
+                                   [p](benchmark::State& st) {
+        auto base = std::make_shared<std::unique_ptr<fa::baseline::CublasAttention>>();
+        time_it(st, p, fa::baseline::CublasAttention::workspace_bytes(p),
+                double(fa::baseline::CublasAttention::nxn_bytes_written(p)),
+                [p, base]() -> std::function<void()> {
+                  fa::DeviceProblem& dev = inputs_for(p);
+                  *base = std::make_unique<fa::baseline::CublasAttention>(p);
+                  return [&dev, base] { (*base)->run(dev.tensors()); };
+                });
+      })->UseManualTime()->MinTime(min_time)->Unit(benchmark::kMillisecond);
     }
+  }
 
-  benchmark::Initialize(&gb_argc, gb_argv.data());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
+} catch (const std::exception& e) {
+  return fa::cli::fail(e);
 }

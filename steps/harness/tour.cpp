@@ -1,15 +1,23 @@
 // tour.cpp — the tour: every registered step on one problem, in one table.
 //
-//   bin/tour                         # the default problem, every step
+//   bin/tour                         # the default problem, every step in a dtype it supports
 //   bin/tour --n 4096 --causal       # another problem
+//   bin/tour --dtype bf16            # every step in bf16 (those without bf16 say so)
 //   bin/04_flash_attention --n 4096  # a step's own program is this tour, for that step
 //
-// For each step: max |error| and relative error against the CPU reference, median time,
+// For each step: the dtype it ran in, max |error| against the CPU reference, median time,
 // TFLOP/s, the bytes of N×N intermediates it writes to device memory, the extra device
-// memory it needs, and the largest N it can run on this GPU. Without a CUDA device the
-// CPU part still runs and the GPU part says why it was skipped (exit status 0).
-#include <CLI/CLI.hpp>
-
+// memory it needs, and the largest N it can run on this GPU. Without --dtype each step runs in
+// fp32 when it supports it, else bf16 (the tensor-core steps), so the whole arc is in one
+// table; a step that cannot run the problem is listed with the limit it breaks.
+//
+// Every option is checked before any GPU is looked for: bad input, or a single --step that
+// cannot run the problem, is one line on stderr and exit status 2. The reference is computed
+// in double for every query row while that costs at most 2^30 operations, otherwise for a
+// seeded sample of rows of every head (reference/attention.h states the rule); the output
+// says which. Without a CUDA device the CPU part still runs and the GPU part says why it was
+// skipped (exit status 0).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +26,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "cli.h"
 #include "compare.h"
 #include "cublas_baseline.h"
 #include "cuda_check.h"
@@ -28,18 +37,22 @@
 
 namespace {
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) { b /= 1024; ++u; }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
-  return buf;
-}
+using fa::cli::human_bytes;
 
 struct Row {
-  std::string name, lesson, err, ms, tflops, nxn, extra, max_n;
+  const fa::StepInfo* step = nullptr;  // null: the cuBLAS baseline
+  fa::DType dtype = fa::DType::F32;
+  std::string why_not;  // check_step's message when the step cannot run the problem
+  std::string name, lesson, err = "-", ms = "-", tflops = "-", nxn = "-", extra = "-",
+                                  max_n = "-";
+  std::string note;  // e.g. fewer timed runs for a slow step
 };
+
+// Device memory of one run: Q, K, V, O, L and the step's scratch.
+double device_bytes(const fa::Problem& p, std::size_t (*workspace)(const fa::Problem&)) {
+  return double(fa::dtype_size(p.dtype)) * (2.0 * p.q_elems() + 2.0 * p.kv_elems()) +
+         4.0 * p.lse_elems() + (workspace ? double(workspace(p)) : 0.0);
+}
 
 // The largest N (= N_q = N_kv) whose tensors and scratch fit in `budget` bytes of device
 // memory, for this problem's B, H and d.
@@ -49,9 +62,7 @@ long long largest_n(const fa::Problem& base, std::size_t (*workspace)(const fa::
     fa::Problem p = base;
     p.n_q = p.n_kv = static_cast<int>(n);
     if (!fa::validate(p).empty()) return false;
-    const double bytes = double(fa::dtype_size(p.dtype)) * (2.0 * p.q_elems() + 2.0 * p.kv_elems()) +
-                         4.0 * p.lse_elems() + (workspace ? double(workspace(p)) : 0.0);
-    return bytes <= budget;
+    return device_bytes(p, workspace) <= budget;
   };
   long long lo = 0, hi = 1LL << 30;
   while (lo < hi) {
@@ -62,52 +73,103 @@ long long largest_n(const fa::Problem& base, std::size_t (*workspace)(const fa::
 }
 
 void print_table(const std::vector<Row>& rows) {
-  std::printf("%-22s %-52s %10s %9s %8s %11s %11s %9s\n", "step", "what it teaches",
-              "max|err|", "ms", "TFLOP/s", "NxN bytes", "extra mem", "max N");
+  std::printf("%-22s %-5s %-52s %10s %9s %8s %11s %11s %9s\n", "step", "dtype",
+              "what it teaches", "max|err|", "ms", "TFLOP/s", "NxN bytes", "extra mem", "max N");
   for (const Row& r : rows)
-    std::printf("%-22s %-52.52s %10s %9s %8s %11s %11s %9s\n", r.name.c_str(), r.lesson.c_str(),
-                r.err.c_str(), r.ms.c_str(), r.tflops.c_str(), r.nxn.c_str(), r.extra.c_str(),
-                r.max_n.c_str());
+    std::printf("%-22s %-5s %-52.52s %10s %9s %8s %11s %11s %9s\n", r.name.c_str(),
+                fa::dtype_name(r.dtype), r.lesson.c_str(), r.err.c_str(), r.ms.c_str(),
+                r.tflops.c_str(), r.nxn.c_str(), r.extra.c_str(), r.max_n.c_str());
+  for (const Row& r : rows) {
+    if (!r.why_not.empty()) std::printf("  %s cannot run: %s\n", r.name.c_str(), r.why_not.c_str());
+    if (!r.note.empty()) std::printf("  %s: %s\n", r.name.c_str(), r.note.c_str());
+  }
+}
+
+// The dtype a step runs in when the user names none: fp32 for the CUDA-core steps, bf16 for
+// the tensor-core steps.
+fa::DType default_dtype(const fa::StepInfo& s) {
+  for (fa::DType t : {fa::DType::F32, fa::DType::BF16})
+    if (std::find(s.dtypes.begin(), s.dtypes.end(), t) != s.dtypes.end()) return t;
+  return s.dtypes.front();
+}
+
+std::string baseline_check(const fa::Problem& p) {
+  if (std::string e = fa::validate(p); !e.empty()) return e;
+  if (p.dtype != fa::DType::F32)
+    return std::string("dtype (") + fa::dtype_name(p.dtype) +
+           ") is not supported by cublas_baseline (supported: fp32)";
+  return {};
+}
+
+// The rows of O the check looks at, as float [rows, d], gathered from O in p's layout.
+template <typename T>
+std::vector<T> gather_rows(const fa::Problem& p, const std::vector<T>& o,
+                           const std::vector<std::int64_t>& rows) {
+  const fa::Strides s = p.q_strides();
+  std::vector<T> out;
+  out.reserve(rows.size() * p.head_dim);
+  for (std::int64_t r : rows) {
+    const std::int64_t bh = r / p.n_q, i = r % p.n_q, b = bh / p.heads_q, h = bh % p.heads_q;
+    const T* row = o.data() + b * s.batch + h * s.head + i * s.row;
+    out.insert(out.end(), row, row + p.head_dim);
+  }
+  return out;
+}
+
+// The checked rows as a problem of their own (one head, one row per checked row), so that
+// fa::compare_output compares them element by element.
+fa::Problem rows_problem(const fa::Problem& p, std::size_t rows) {
+  return fa::make_problem(1, 1, 1, static_cast<int>(rows), 1, p.head_dim);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   CLI::App app{"FlashAttention, step by step: run every step on one problem"};
   fa::Problem p;
   p.batch = 1;
   p.heads_q = p.heads_kv = 4;
   p.n_q = p.n_kv = 1024;
   p.head_dim = 64;
-  int n = 0;
-  std::string dtype = "fp32", layout = "bnhd", dist_name = "normal", step_key;
+  fa::DType dtype = fa::DType::F32;
+  fa::Distribution dist = fa::Distribution::Normal;
+  std::string step_key;
   std::uint64_t seed = 42;
   int reps = 20, warmup = 3;
   bool no_check = false, list = false;
-  app.add_option("-b,--batch", p.batch, "batch size B")->capture_default_str();
-  app.add_option("--heads-q", p.heads_q, "query heads H_q")->capture_default_str();
-  app.add_option("--heads-kv", p.heads_kv, "key/value heads H_kv (GQA when < H_q)")
+  fa::cli::add_problem_options(app, &p);
+  fa::cli::add_layout(app, &p.layout);
+  CLI::Option* dtype_opt = fa::cli::add_dtype(
+      app, "--dtype", &dtype,
+      "fp32, fp16 or bf16 for every step (default: each step in fp32 when it supports it, "
+      "else bf16)");
+  dtype_opt->default_str("");
+  fa::cli::add_dist(app, &dist);
+  app.add_option("--seed", seed, "random seed (inputs and sampled rows)")
+      ->check(fa::cli::uint64_range())
       ->capture_default_str();
-  app.add_option("-n,--n", n, "sequence length: sets both N_q and N_kv");
-  app.add_option("--n-q", p.n_q, "query rows N_q")->capture_default_str();
-  app.add_option("--n-kv", p.n_kv, "key/value rows N_kv")->capture_default_str();
-  app.add_option("-d,--d", p.head_dim, "head dimension d")->capture_default_str();
-  app.add_flag("--causal", p.causal, "causal mask (bottom-right aligned)");
-  app.add_option("--layout", layout, "bnhd ([B,N,H,d]) or bhnd ([B,H,N,d])")->capture_default_str();
-  app.add_option("--dtype", dtype, "fp32, fp16 or bf16")->capture_default_str();
-  app.add_option("--dist", dist_name, "inputs: normal, shifted or large")->capture_default_str();
-  app.add_option("--seed", seed, "random seed")->capture_default_str();
   app.add_option("--step", step_key,
-                 "run one step only (name, number or slug; cublas_baseline for the baseline)");
+                 "run one step only (name, number or slug; cublas_baseline for the baseline)")
+      ->check(fa::cli::step_validator(true));
   app.add_flag("--list", list,
                "print each registered step once per head dim it is built for (all of them "
                "when it takes any d: 64), with a dtype it supports, and exit");
   app.add_flag("--no-check", no_check,
                "skip the CPU reference and the error column: each step runs warmup + reps "
                "times, no more (for profilers such as ncu)");
-  app.add_option("--reps", reps, "timed repetitions (median reported)")->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed runs first")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  CLI::Option* reps_opt =
+      app.add_option("--reps", reps,
+                     "timed repetitions (median reported). Unless --reps or --warmup is given, "
+                     "a step whose warm-ups and runs would take over 5 s gets about 5 s of "
+                     "timed runs and no warm-up")
+          ->check(fa::cli::int_range(1, 100000))->capture_default_str();
+  CLI::Option* warmup_opt = app.add_option("--warmup", warmup, "untimed runs first")
+      ->check(fa::cli::int_range(0, 100000))->capture_default_str();
+  FA_CLI_PARSE(app, argc, argv);
 
   if (list) {
     // One line per compiled head dim, so that a checker going through the list (such as
@@ -120,155 +182,234 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (n != 0) p.n_q = p.n_kv = n;
-  fa::Distribution dist{};
-  if (!fa::parse_dtype(dtype, &p.dtype)) {
-    std::cerr << "error: --dtype (" << dtype << ") must be fp32, fp16 or bf16\n";
-    return 2;
-  }
-  if (!fa::parse_layout(layout, &p.layout)) {
-    std::cerr << "error: --layout (" << layout << ") must be bnhd or bhnd\n";
-    return 2;
-  }
-  if (!fa::parse_distribution(dist_name, &dist)) {
-    std::cerr << "error: --dist (" << dist_name << ") must be normal, shifted or large\n";
-    return 2;
-  }
-  if (reps < 1 || warmup < 0) {
-    std::cerr << "error: --reps (" << reps << ") must be >= 1 and --warmup (" << warmup
-              << ") >= 0\n";
-    return 2;
-  }
-  if (const std::string e = fa::validate(p); !e.empty()) {
-    std::cerr << "error: " << e << '\n';
-    return 2;
-  }
-  std::vector<const fa::StepInfo*> chosen = fa::steps();
-  const bool baseline_only = step_key == "cublas_baseline";
-  if (baseline_only) {
-    chosen.clear();
-  } else if (!step_key.empty()) {
-    const fa::StepInfo* s = fa::find_step(step_key);
-    if (!s) {
-      std::cerr << "error: --step (" << step_key << ") is not a registered step; known: "
-                << fa::step_names() << '\n';
-      return 2;
-    }
-    chosen = {s};
-  }
+  const bool explicit_dtype = dtype_opt->count() > 0;
+  p.dtype = dtype;
+  if (const int status = fa::cli::check_problem(p); status >= 0) return status;
 
-  std::printf("Problem: %s, scale %.4g, inputs %s, seed %llu\n", p.describe().c_str(),
-              p.softmax_scale(), fa::distribution_name(dist),
-              static_cast<unsigned long long>(seed));
-  std::printf("FLOPs %.3g; the fewest bytes any pass must move %s; one N×N fp32 matrix %s\n\n",
-              fa::attention_flops(p), human_bytes(fa::min_io_bytes(p)).c_str(),
-              human_bytes(fa::nxn_matrix_bytes(p)).c_str());
-
-  // CPU: the reference (double) and the streaming model (float, online softmax over tiles).
-  const fa::HostInputs in = fa::make_inputs(p, dist, seed);
-  fa::ref::Result ref;
-  if (!no_check) {
-    const auto t0 = std::chrono::steady_clock::now();
-    ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
-    const double ref_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::vector<float> so(in.q.size()), sl(static_cast<std::size_t>(p.lse_elems()));
-    fa::ref::streaming_attention(p, in.q.data(), in.k.data(), in.v.data(), so.data(), sl.data());
-    const fa::Comparison sc = fa::compare_output(p, so, ref.o);
-    std::printf("CPU reference (Eigen, double): %.3f s\n", ref_s);
-    std::printf("CPU streaming model (online softmax, 64×64 tiles, float): max|err| %.2e, "
-                "rel %.2e — same result, no N×N matrix\n\n",
-                sc.max_abs_err, sc.rel_err);
-  }
-
-  int devices = 0;
-  const cudaError_t derr = cudaGetDeviceCount(&devices);
-  if (derr != cudaSuccess || devices == 0) {
-    std::printf("GPU steps skipped: no usable CUDA device (%s).\n",
-                derr != cudaSuccess ? cudaGetErrorString(derr) : "device count is 0");
-    std::printf("Registered GPU steps: %s\n", fa::step_names().c_str());
-    return 0;
-  }
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::size_t free_b = 0, total_b = 0;
-  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  std::printf("GPU: %s (sm_%d%d, %d SMs, %s)\n", prop.name, prop.major, prop.minor,
-              prop.multiProcessorCount, human_bytes(double(total_b)).c_str());
-  std::printf("max N: the largest N_q = N_kv whose tensors and scratch fit in this GPU's free "
-              "memory (%s) for this B, H and d\n\n",
-              human_bytes(double(free_b)).c_str());
-
-  const double flops = fa::attention_flops(p);
+  // The plan: one row per step, in the dtype it runs in, with the limit it breaks if any.
   std::vector<Row> rows;
-  int failures = 0;
-  auto measure = [&](Row& r, auto&& run_once, fa::DeviceProblem& dev) {
-    char buf[64];
-    if (!no_check) {
-      dev.poison();
-      run_once();
-      std::vector<float> o, lse;
-      dev.download(&o, &lse);
-      const fa::Comparison c = fa::compare_output(p, o, ref.o);
-      std::snprintf(buf, sizeof buf, "%.2e", c.max_abs_err);
-      r.err = c.mismatches ? "NaN/Inf!" : buf;
-      if (c.mismatches) ++failures;
-    } else {
-      r.err = "-";
-    }
-    const double ms = fa::time_median_ms(run_once, warmup, reps);
-    std::snprintf(buf, sizeof buf, "%.3f", ms);
-    r.ms = buf;
-    std::snprintf(buf, sizeof buf, "%.2f", flops / (ms * 1e-3) / 1e12);
-    r.tflops = buf;
-  };
-
-  for (const fa::StepInfo* step : chosen) {
+  const bool baseline_only = step_key == "cublas_baseline";
+  for (const fa::StepInfo* s : fa::steps()) {
+    if (baseline_only || (!step_key.empty() && fa::find_step(step_key) != s)) continue;
     Row r;
-    r.name = step->name;
-    r.lesson = step->lesson;
-    if (const std::string e = fa::check_step(*step, p); !e.empty()) {
-      r.err = "skipped";
-      r.lesson = e;
-      rows.push_back(r);
-      continue;
-    }
-    try {
-      const std::size_t ws = step->workspace_bytes ? step->workspace_bytes(p) : 0;
-      fa::DeviceProblem dev(in, ws);
-      measure(r, [&] { fa::run_step(*step, p, dev.tensors(), dev.workspace()); }, dev);
-      r.nxn = human_bytes(step->nxn_bytes_written ? double(step->nxn_bytes_written(p)) : 0.0);
-      r.extra = human_bytes(double(ws));
-      r.max_n = std::to_string(largest_n(p, step->workspace_bytes, double(free_b)));
-    } catch (const std::exception& e) {
-      r.err = "error";
-      r.lesson = e.what();
-      ++failures;
-    }
+    r.step = s;
+    r.name = s->name;
+    r.lesson = s->lesson;
+    r.dtype = explicit_dtype ? dtype : default_dtype(*s);
+    fa::Problem ps = p;
+    ps.dtype = r.dtype;
+    r.why_not = fa::check_step(*s, ps);
     rows.push_back(r);
   }
-  if ((step_key.empty() || baseline_only) && p.dtype == fa::DType::F32) {
+  if (step_key.empty() || baseline_only) {
     Row r;
     r.name = "cublas_baseline";
     r.lesson = "standard attention: cuBLAS SGEMM, softmax, SGEMM";
-    try {
-      fa::baseline::CublasAttention base(p);
-      fa::DeviceProblem dev(in, 0);
-      measure(r, [&] { base.run(dev.tensors()); }, dev);
-      r.nxn = human_bytes(double(fa::baseline::CublasAttention::nxn_bytes_written(p)));
-      r.extra = human_bytes(double(fa::baseline::CublasAttention::workspace_bytes(p)));
-      r.max_n = std::to_string(
-          largest_n(p, fa::baseline::CublasAttention::workspace_bytes, double(free_b)));
-    } catch (const std::exception& e) {
-      r.err = "error";
-      r.lesson = e.what();
-      ++failures;
-    }
+    r.dtype = explicit_dtype ? dtype : fa::DType::F32;
+    fa::Problem ps = p;
+    ps.dtype = r.dtype;
+    r.why_not = baseline_check(ps);
     rows.push_back(r);
   }
+  if (!step_key.empty() && !rows.front().why_not.empty())
+    return fa::cli::refuse("--step (" + step_key + ") cannot run this problem: " +
+                           rows.front().why_not);
+  std::vector<fa::DType> dtypes;  // the dtypes that run, in the order of the table
+  for (Row& r : rows) {
+    if (!r.why_not.empty()) {
+      r.err = "cannot run";  // the reason is printed under the table
+    } else if (std::find(dtypes.begin(), dtypes.end(), r.dtype) == dtypes.end()) {
+      dtypes.push_back(r.dtype);
+    }
+  }
+  // The baseline alone is no tour: when no step can run the problem, that is bad input.
+  const bool any_step = std::any_of(rows.begin(), rows.end(), [](const Row& r) {
+    return r.step && r.why_not.empty();
+  });
+  if (!any_step && !baseline_only) {
+    for (const Row& r : rows)
+      if (r.step) std::cerr << "  " << r.name << ": " << r.why_not << '\n';
+    return fa::cli::refuse("no step can run this problem (the limits each breaks are above)");
+  }
+
+  std::string what = p.describe();
+  if (!explicit_dtype) {  // the dtype is per step: say so instead of naming one
+    const std::string one = std::string(" ") + fa::dtype_name(p.dtype) + " ";
+    if (const auto at = what.find(one); at != std::string::npos) what.replace(at, one.size(), " ");
+  }
+  std::printf("Problem: %s, scale %.4g, inputs %s, seed %llu\n", what.c_str(),
+              p.softmax_scale(), fa::distribution_name(dist),
+              static_cast<unsigned long long>(seed));
+  std::printf("FLOPs %.3g; one N×N fp32 matrix %s; the fewest bytes any pass must move:",
+              fa::attention_flops(p), human_bytes(fa::nxn_matrix_bytes(p)).c_str());
+  for (fa::DType t : dtypes) {
+    fa::Problem pt = p;
+    pt.dtype = t;
+    std::printf(" %s %s", fa::dtype_name(t), human_bytes(fa::min_io_bytes(pt)).c_str());
+  }
+  std::printf("\n");
+  if (!explicit_dtype)
+    std::printf("Each step runs in fp32 when it supports it, else bf16 (--dtype picks one for "
+                "all).\n");
+  std::printf("\n");
+
+  // The GPU, looked for only now that the input is known to be good.
+  int devices = 0;
+  const cudaError_t derr = cudaGetDeviceCount(&devices);
+  const bool have_gpu = derr == cudaSuccess && devices > 0;
+  std::size_t free_b = 0, total_b = 0;
+  if (have_gpu) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    std::printf("GPU: %s (sm_%d%d, %d SMs, %s)\n", prop.name, prop.major, prop.minor,
+                prop.multiProcessorCount, human_bytes(double(total_b)).c_str());
+    std::printf("max N: the largest N_q = N_kv whose tensors and scratch fit in this GPU's free "
+                "memory (%s) for this B, H and d\n\n",
+                human_bytes(double(free_b)).c_str());
+  }
+
+  // Which query rows are checked: all of them, or a seeded sample of every head.
+  const int per_head = fa::ref::rows_per_head_to_check(p);
+  const std::vector<std::int64_t> check_rows =
+      no_check ? std::vector<std::int64_t>{} : fa::ref::sample_rows(p, per_head, seed);
+  const bool every_row = per_head >= p.n_q;
+  if (!no_check) {
+    if (every_row)
+      std::printf("Checked: every row (%lld) against the CPU reference (Eigen, double)\n",
+                  static_cast<long long>(check_rows.size()));
+    else
+      std::printf("Checked: %lld of %lld rows, sampled: %d rows of each of the %lld "
+                  "(batch, head) pairs, its first and last rows included, drawn with seed "
+                  "%llu; the reference in double for those rows only (every row would cost "
+                  "%.3g operations, the limit is 2^30)\n",
+                  static_cast<long long>(check_rows.size()),
+                  static_cast<long long>(p.lse_elems()), per_head,
+                  static_cast<long long>(p.batch) * p.heads_q,
+                  static_cast<unsigned long long>(seed),
+                  double(p.lse_elems()) * p.n_kv * std::max(p.head_dim, 16));
+  }
+
+  const double flops = fa::attention_flops(p);
+  int failures = 0;
+  bool streaming_done = false;
+  // One pass per dtype: its inputs (rounded to that dtype), its reference rows, its steps.
+  for (fa::DType t : dtypes) {
+    fa::Problem pt = p;
+    pt.dtype = t;
+    std::fprintf(stderr, "making %s inputs (%s)...\n", fa::dtype_name(t),
+                 human_bytes(4.0 * double(pt.q_elems() + 2 * pt.kv_elems())).c_str());
+    const fa::HostInputs in = fa::make_inputs(pt, dist, seed);
+    fa::ref::RowsResult ref;
+    if (!no_check) {
+      std::fprintf(stderr, "computing the double reference for %lld rows (%s inputs)...\n",
+                   static_cast<long long>(check_rows.size()), fa::dtype_name(t));
+      const auto t0 = std::chrono::steady_clock::now();
+      ref = fa::ref::attention_rows(pt, in.q.data(), in.k.data(), in.v.data(), check_rows);
+      std::printf("CPU reference (Eigen, double), %s inputs, %lld rows: %.3f s\n",
+                  fa::dtype_name(t), static_cast<long long>(check_rows.size()), seconds_since(t0));
+      if (!streaming_done) {
+        streaming_done = true;
+        if (every_row) {
+          std::vector<float> so(in.q.size()), sl(static_cast<std::size_t>(pt.lse_elems()));
+          fa::ref::streaming_attention(pt, in.q.data(), in.k.data(), in.v.data(), so.data(),
+                                       sl.data());
+          const fa::Comparison sc = fa::compare_output(rows_problem(pt, check_rows.size()),
+                                                       gather_rows(pt, so, check_rows), ref.o);
+          std::printf("CPU streaming model (online softmax, 64×64 tiles, float): max|err| "
+                      "%.2e, rel %.2e — same result, no N×N matrix\n",
+                      sc.max_abs_err, sc.rel_err);
+        } else {
+          std::printf("CPU streaming model: skipped at this size (it computes every row)\n");
+        }
+      }
+    }
+    if (!have_gpu) continue;
+
+    auto measure = [&](Row& r, auto&& run_once, fa::DeviceProblem& dev) {
+      char buf[64];
+      int r_reps = reps, r_warmup = warmup;
+      if (!no_check) {
+        dev.poison();
+        const auto t0 = std::chrono::steady_clock::now();
+        run_once();
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const double first_s = seconds_since(t0);
+        // A slow step (a naive one at large N) is timed fewer times unless asked otherwise.
+        constexpr double kTimeBudgetS = 5.0;
+        if (first_s * (reps + warmup) > kTimeBudgetS && reps_opt->count() == 0 &&
+            warmup_opt->count() == 0) {
+          r_warmup = 0;
+          r_reps = std::max(1, std::min(reps, static_cast<int>(kTimeBudgetS / first_s)));
+          std::snprintf(buf, sizeof buf, "one run takes %.2f s: timed %d times, no warm-up",
+                        first_s, r_reps);
+          r.note = buf;
+        }
+        std::vector<float> o, lse;
+        dev.download(&o, &lse);
+        const fa::Comparison c = fa::compare_output(rows_problem(pt, check_rows.size()),
+                                                    gather_rows(pt, o, check_rows), ref.o);
+        std::snprintf(buf, sizeof buf, "%.2e", c.max_abs_err);
+        r.err = c.mismatches ? "NaN/Inf!" : buf;
+        if (c.mismatches) ++failures;
+      }
+      const double ms = fa::time_median_ms(run_once, r_warmup, r_reps);
+      std::snprintf(buf, sizeof buf, "%.3f", ms);
+      r.ms = buf;
+      std::snprintf(buf, sizeof buf, "%.2f", flops / (ms * 1e-3) / 1e12);
+      r.tflops = buf;
+    };
+    for (Row& r : rows) {
+      if (r.dtype != t || !r.why_not.empty()) continue;
+      std::fprintf(stderr, "running %s (%s)...\n", r.name.c_str(), fa::dtype_name(t));
+      try {
+        std::size_t (*ws_fn)(const fa::Problem&) =
+            r.step ? r.step->workspace_bytes : &fa::baseline::CublasAttention::workspace_bytes;
+        if (const double need = device_bytes(pt, ws_fn); need > double(free_b)) {
+          r.err = "too big";
+          r.note = "needs " + human_bytes(need) + " of device memory, " +
+                   human_bytes(double(free_b)) + " free";
+          r.max_n = std::to_string(largest_n(pt, ws_fn, double(free_b)));
+          continue;
+        }
+        if (r.step) {
+          const fa::StepInfo& step = *r.step;
+          const std::size_t ws = step.workspace_bytes ? step.workspace_bytes(pt) : 0;
+          fa::DeviceProblem dev(in, ws);
+          measure(r, [&] { fa::run_step(step, pt, dev.tensors(), dev.workspace()); }, dev);
+          r.nxn = human_bytes(step.nxn_bytes_written ? double(step.nxn_bytes_written(pt)) : 0.0);
+          r.extra = human_bytes(double(ws));
+          r.max_n = std::to_string(largest_n(pt, step.workspace_bytes, double(free_b)));
+        } else {
+          fa::baseline::CublasAttention base(pt);
+          fa::DeviceProblem dev(in, 0);
+          measure(r, [&] { base.run(dev.tensors()); }, dev);
+          r.nxn = human_bytes(double(fa::baseline::CublasAttention::nxn_bytes_written(pt)));
+          r.extra = human_bytes(double(fa::baseline::CublasAttention::workspace_bytes(pt)));
+          r.max_n = std::to_string(
+              largest_n(pt, fa::baseline::CublasAttention::workspace_bytes, double(free_b)));
+        }
+      } catch (const std::exception& e) {
+        r.err = "error";
+        r.note = e.what();
+        ++failures;
+        cudaGetLastError();  // clear a non-sticky error (an allocation failure) for the next
+      }
+    }
+  }
+  std::printf("\n");
   print_table(rows);
-  std::printf("\nmax|err| is against the CPU reference; the tests (ctest) judge it with the "
+  if (!have_gpu) {
+    std::printf("\nGPU steps skipped: no usable CUDA device (%s).\n",
+                derr != cudaSuccess ? cudaGetErrorString(derr) : "device count is 0");
+    return 0;
+  }
+  std::printf("\nmax|err| is against the CPU reference%s; the tests (ctest) judge it with the "
               "tolerance policy. Times are medians of %d runs after %d warm-ups.\n",
+              no_check ? " (not computed: --no-check)"
+                       : every_row ? ", every row" : ", on the sampled rows",
               reps, warmup);
   return failures ? 1 : 0;
+} catch (const std::exception& e) {
+  return fa::cli::fail(e);
 }

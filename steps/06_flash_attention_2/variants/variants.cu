@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "cuda_check.h"
 #include "expected.h"
 #include "inputs.h"
@@ -63,24 +64,34 @@ struct Row {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   CLI::App app{"Step 06's kernel in the configurations of chapter 06's table of versions"};
   std::vector<int> dims{64, 128}, ns{1024, 4096, 16384};
   int reps = 30, warmup = 5;
   std::string out_md, meta;
-  app.add_option("--d", dims, "head dims (64, 128)")->delimiter(',');
-  app.add_option("--ns", ns, "sequence lengths N (B = 16384 / N, H = 2048 / d)")->delimiter(',');
+  // The head dims the variants are compiled for (variants_d64.cu, variants_d128.cu).
+  const std::vector<int> compiled_dims{64, 128};
+  app.add_option("--d", dims, "head dims, comma-separated")
+      ->delimiter(',')->check(CLI::IsMember(compiled_dims))->capture_default_str();
+  const CLI::Range n_range(1, 16384);
+  const CLI::Validator divides(
+      [n_range](std::string& s) -> std::string {
+        if (std::string e = n_range(s); !e.empty()) return e;
+        int n = 0;  // read as CLI11 reads it (n_range accepted it: 1 <= n <= 16384)
+        if (!CLI::detail::lexical_cast(s, n) || n < 1 || 16384 % n != 0)
+          return "Value " + s + " does not divide 16384 (B = 16384 / N)";
+        return {};
+      },
+      "divisors of 16384");
+  app.add_option("--ns", ns, "sequence lengths N, comma-separated (B = 16384 / N, H = 2048 / d)")
+      ->delimiter(',')->check(divides)->capture_default_str();
   app.add_option("--reps", reps, "timed runs per measurement (median reported)")
-      ->check(CLI::Range(1, 10000));
-  app.add_option("--warmup", warmup, "untimed runs first")->check(CLI::Range(0, 10000));
+      ->check(fa::cli::int_range(1, 10000))->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed runs first")
+      ->check(fa::cli::int_range(0, 10000))->capture_default_str();
   app.add_option("--out-md", out_md, "also write the tables to this Markdown file");
   app.add_option("--meta", meta, "a line for the top of the Markdown (GPU, driver, commit)");
-  CLI11_PARSE(app, argc, argv);
-  for (int n : ns)
-    if (n < 1 || 16384 % n != 0) {
-      std::cerr << "error: --ns: N (" << n << ") must divide 16384 (B = 16384 / N)\n";
-      return 2;
-    }
+  FA_CLI_PARSE(app, argc, argv);
 
   int device_count = 0;
   if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
@@ -101,10 +112,8 @@ int main(int argc, char** argv) {
     std::vector<Variant> variants;
     if (d == 64) fa::step06::add_d64_variants(variants);
     else if (d == 128) fa::step06::add_d128_variants(variants);
-    else {
-      std::cerr << "error: --d: head dim " << d << " has no variants (64 or 128)\n";
-      return 2;
-    }
+    else  // unreachable: --d is checked against compiled_dims
+      return fa::cli::refuse("--d: head dim " + std::to_string(d) + " has no variants");
     std::vector<Row> rows;
     // The registered steps 05 and 06 first, on the same inputs.
     for (const char* name : {"05_tensor_cores", "06_flash_attention_2"}) {
@@ -191,4 +200,6 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+} catch (const std::exception& e) {
+  return fa::cli::fail(e);
 }

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""cli_refusals.py — every program refuses bad input the same way, without a GPU.
+
+Runs one program (tour, a step's program, 00_cpu_reference, bench_all, a bench_NN, sweep,
+variants_06) with each bad input of its table below and checks: exit status 2, exactly one
+"error:" line on stderr, and that line names the option and its accepted range (a regex);
+and that --help still exits 0. For the tour, also a long sequence that it must accept: it
+checks sampled rows, says so, and stays within bounded host memory and time (the full
+reference would need 2·N² doubles per head, 34 GB here). ctest runs one entry per program
+(label "cli"):
+
+    tests/cli_refusals.py <bin dir> <program>
+"""
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+
+INT = r"1 to 2147483647"
+STEP_PROGRAM = "04_flash_attention"  # a step's own program: the tour for that step only
+
+# program -> [(arguments, regex the error line must match)]
+TOUR = [
+    ("--n 0", r"--n: Value 0 not in range " + INT),
+    ("--n abc", r"--n: Value abc not in range " + INT),
+    ("--n 3000000000", r"--n: Value 3000000000 not in range " + INT),
+    ("--n -5", r"--n: Value -5 not in range " + INT),
+    ("--n-q 0", r"--n-q: Value 0 not in range " + INT),
+    ("--n-kv 2.5", r"--n-kv: Value 2.5 not in range " + INT),
+    ("--n 5 --n-q 4", r"--n-q excludes --n"),
+    ("-b 0", r"--batch: Value 0 not in range " + INT),
+    ("--heads-q 0", r"--heads-q: Value 0 not in range " + INT),
+    ("--heads-kv x", r"--heads-kv: Value x not in range " + INT),
+    ("--heads-q 6 --heads-kv 4", r"heads_q \(6\) must be a multiple of heads_kv \(4\)"),
+    ("--d 0", r"--d: Value 0 not in range 1 to 256"),
+    ("--d 300", r"--d: Value 300 not in range 1 to 256"),
+    ("--n 1000000 --heads-q 64 --heads-kv 64 --d 64",
+     r"tensor size .* exceeds the 32-bit index limit of 2147483647"),
+    ("--dtype fp64", r"--dtype: fp64 not in \{fp32,fp16,bf16\}"),
+    ("--layout nhd", r"--layout: nhd not in \{bnhd,bhnd\}"),
+    ("--dist uniform", r"--dist: uniform not in \{normal,shifted,large\}"),
+    ("--seed -1", r"--seed: Value -1 not in range 0 to 18446744073709551615"),
+    ("--seed 18446744073709551616", r"--seed: Value 18446744073709551616 not in range 0 to"),
+    ("--reps 0", r"--reps: Value 0 not in range 1 to 100000"),
+    ("--warmup -1", r"--warmup: Value -1 not in range 0 to 100000"),
+    ("--no-such-option", r"--no-such-option"),
+]
+TOUR_ALL_STEPS = TOUR + [
+    ("--step 7", r"--step: 7 is not a registered step; known: 01_naive_attention"),
+    ("--step 04 --d 48", r"--step \(04\) cannot run this problem: head_dim \(48\) is not "
+                         r"supported by step 04_flash_attention \(supported: 16 32 64 128\)"),
+    ("--step 05 --dtype fp32", r"--step \(05\) cannot run this problem: dtype \(fp32\) is not "
+                               r"supported by step 05_tensor_cores \(supported: fp16, bf16\)"),
+    ("--step cublas_baseline --dtype bf16", r"dtype \(bf16\) is not supported by cublas_baseline"),
+    ("--dtype fp16 --d 48", r"no step can run this problem"),
+]
+STEP_TOUR = TOUR + [
+    ("--d 48", r"no step can run this problem"),
+    ("--dtype bf16", r"no step can run this problem"),
+    ("--step 05", r"--step: 05 is not a registered step; known: 04_flash_attention"),
+]
+CPU_REFERENCE = [
+    ("--n 0", r"--n: Value 0 not in range 1 to 8192"),
+    ("--n 9000", r"--n: Value 9000 not in range 1 to 8192"),
+    ("--n abc", r"--n: Value abc not in range 1 to 8192"),
+    ("--batch 0", r"--batch: Value 0 not in range " + INT),
+    ("--heads -2", r"--heads: Value -2 not in range " + INT),
+    ("--d 257", r"--d: Value 257 not in range 1 to 256"),
+    ("--seed x", r"--seed: Value x not in range 0 to"),
+    ("--batch 100000 --heads 100 --n 1000", r"exceeds the 32-bit index limit of 2147483647"),
+]
+BENCH = [
+    ("--ns 0", r"--ns: Value 0 not in range " + INT),
+    ("--ns -5", r"--ns: Value -5 not in range " + INT),
+    ("--ns abc", r"--ns: Value abc not in range " + INT),
+    ("--ns 1024,0", r"--ns: Value 0 not in range " + INT),
+    ("--dims 0", r"--dims: Value 0 not in range 1 to 256"),
+    ("--dims 300", r"--dims: Value 300 not in range 1 to 256"),
+    ("--min-time -1", r"--min-time: Value -1 not in range 0.001"),
+    ("--min-time 0", r"--min-time: Value 0 not in range 0.001"),
+    ("--causal maybe", r"--causal: maybe not in \{off,on,both\}"),
+    ("--dtype f32", r"--dtype: f32 not in \{fp32,fp16,bf16\}"),
+    ("--layout x", r"--layout: x not in \{bnhd,bhnd\}"),
+    ("--tokens 0", r"--tokens: Value 0 not in range " + INT),
+    ("--hidden -1", r"--hidden: Value -1 not in range " + INT),
+    ("--baseline maybe", r"--baseline: maybe not in"),
+    ("--only 99", r"--only: 99 is not a registered step; known:"),
+    ("--ns 3000000 --tokens 1", r"--ns 3000000 with --dims 64: tensor size .* exceeds"),
+    ("--no-such-flag", r"unknown option --no-such-flag"),
+    ("--benchmark_min_time=abc", r"unknown option --benchmark_min_time=abc"),
+]
+BENCH_ALL = BENCH + [
+    ("--only 04 --dims 48", r"no step can run the requested shapes"),
+    ("--only 05", r"no step can run the requested shapes"),  # fp32 by default
+    ("--dtype bf16 --dims 48", r"no step can run the requested shapes"),
+]
+BENCH_STEP = BENCH + [
+    ("--dims 48", r"no step can run the requested shapes"),
+    ("--dtype fp16", r"no step can run the requested shapes"),
+]
+SWEEP = [
+    ("--count 0", r"--count: Value 0 not in range 1 to 1000000"),
+    ("--count -1", r"--count: Value -1 not in range 1 to 1000000"),
+    ("--count abc", r"--count: Value abc not in range 1 to 1000000"),
+    ("--only 999999", r"--only: Value 999999 not in range 0 to 499"),
+    ("--count 10 --only 10", r"--only: Value 10 not in range 0 to 9"),
+    ("--only -1", r"--only: Value -1 not in range 0 to"),
+    ("--seed -1", r"--seed: Value -1 not in range 0 to"),
+]
+VARIANTS = [
+    ("--d 32", r"--d: 32 not in \{64,128\}"),
+    ("--d 64,48", r"--d: 48 not in \{64,128\}"),
+    ("--ns 1000", r"--ns: Value 1000 does not divide 16384"),
+    ("--ns 0", r"--ns: Value 0 not in range 1 to 16384"),
+    ("--ns 32768", r"--ns: Value 32768 not in range 1 to 16384"),
+    ("--reps 0", r"--reps: Value 0 not in range 1 to 10000"),
+    ("--warmup x", r"--warmup: Value x not in range 0 to 10000"),
+]
+
+# program -> [(arguments, regex stdout must match)]: accepted, exit status 0, with at most
+# MAX_RSS_MIB of host memory and MAX_SECONDS (a GPU, if present, runs one fast step).
+ACCEPTS = {
+    "tour": [("--n 46000 --d 16 --step 04 --reps 1 --warmup 0",
+              r"Checked: \d+ of 184000 rows, sampled: \d+ rows of each of the 4 \(batch, head\)")],
+}
+# program -> [arguments] that must not be refused (no status 2, no "error:" line): Google
+# Benchmark's own flags pass through the bench programs' command line.
+NOT_REFUSED = {
+    "bench_all": ["--ns 512 --dims 64 --benchmark_filter=^nothing$"],
+    "bench_" + STEP_PROGRAM: ["--ns 512 --dims 64 --causal off --benchmark_filter=^nothing$"],
+}
+MAX_RSS_MIB = 1536
+MAX_SECONDS = 120
+
+CASES = {
+    "tour": TOUR_ALL_STEPS,
+    STEP_PROGRAM: STEP_TOUR,
+    "00_cpu_reference": CPU_REFERENCE,
+    "bench_all": BENCH_ALL,
+    "bench_" + STEP_PROGRAM: BENCH_STEP,
+    "sweep": SWEEP,
+    "variants_06": VARIANTS,
+}
+
+
+def run(exe, args):
+    return subprocess.run([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=120)
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
+        sys.exit("usage: cli_refusals.py <bin dir> <program>; programs: " + ", ".join(CASES))
+    bin_dir, program = sys.argv[1], sys.argv[2]
+    exe = os.path.join(bin_dir, program)
+    if not os.access(exe, os.X_OK):
+        sys.exit(f"{exe}: not built")
+    failures = []
+    for args, pattern in CASES[program]:
+        r = run(exe, args.split())
+        errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+        why = []
+        if r.returncode != 2:
+            why.append(f"exit status {r.returncode}, expected 2")
+        if len(errors) != 1:
+            why.append(f"{len(errors)} 'error:' lines on stderr, expected 1")
+        elif not re.search(pattern, errors[0]):
+            why.append(f"error line does not match /{pattern}/")
+        if "passed" in r.stdout:
+            why.append("stdout says something passed")
+        if why:
+            failures.append(f"{program} {args}: {'; '.join(why)}\n    stderr: {r.stderr.strip()!r}")
+        else:
+            print(f"ok   {program} {args}: {errors[0]}")
+    for args, pattern in ACCEPTS.get(program, []):
+        t0 = time.monotonic()
+        r = run(exe, args.split())
+        seconds = time.monotonic() - t0
+        rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        why = []
+        if r.returncode != 0:
+            why.append(f"exit status {r.returncode}, expected 0")
+        if not re.search(pattern, r.stdout):
+            why.append(f"stdout does not match /{pattern}/")
+        if rss_mib > MAX_RSS_MIB:
+            why.append(f"max RSS {rss_mib:.0f} MiB, limit {MAX_RSS_MIB}")
+        if seconds > MAX_SECONDS:
+            why.append(f"took {seconds:.0f} s, limit {MAX_SECONDS}")
+        if why:
+            failures.append(f"{program} {args}: {'; '.join(why)}\n    stderr: {r.stderr.strip()[-400:]!r}")
+        else:
+            print(f"ok   {program} {args}: accepted, {seconds:.1f} s, max RSS {rss_mib:.0f} MiB")
+    for args in NOT_REFUSED.get(program, []):
+        r = run(exe, args.split())
+        if r.returncode == 2 or "error:" in r.stderr:
+            failures.append(f"{program} {args}: refused (exit status {r.returncode})\n"
+                            f"    stderr: {r.stderr.strip()!r}")
+        else:
+            print(f"ok   {program} {args}: not refused (exit status {r.returncode})")
+    h = run(exe, ["--help"])
+    if h.returncode != 0 or "Usage:" not in h.stdout:
+        failures.append(f"{program} --help: exit status {h.returncode}, expected 0 with the usage")
+    else:
+        print(f"ok   {program} --help: exit status 0")
+    for f in failures:
+        print("FAIL " + f)
+    total = (len(CASES[program]) + len(ACCEPTS.get(program, [])) +
+             len(NOT_REFUSED.get(program, [])) + 1)
+    print(f"{program}: {total - len(failures)} passed, {len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
