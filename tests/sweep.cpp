@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "expected.h"
+#include "device_problem.h"
 #include "inputs.h"
+#include "launch.h"
 #include "registry.h"
 
 namespace {

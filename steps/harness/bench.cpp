@@ -22,7 +22,9 @@
 
 #include "cublas_baseline.h"
 #include "cuda_check.h"
+#include "device_problem.h"
 #include "inputs.h"
+#include "launch.h"
 #include "perf.h"
 #include "registry.h"
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cuda_check.h"
+#include "launch.h"
 #include "registry.h"
 
 namespace {

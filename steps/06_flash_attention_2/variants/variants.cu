@@ -19,7 +19,9 @@
 
 #include "cuda_check.h"
 #include "expected.h"
+#include "device_problem.h"
 #include "inputs.h"
+#include "launch.h"
 #include "perf.h"
 #include "problem.h"
 #include "registry.h"
