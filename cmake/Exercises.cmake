@@ -67,8 +67,12 @@ function(fa_add_exercise name)
   endforeach()
 
   if(nn STREQUAL "00")
+    # reference/'s headers are included by their path from the root ("reference/attention.h"):
+    # exercise 00 replaces sources only.
+    if(overrides_header)
+      message(FATAL_ERROR "${ex_dir}: exercise 00 may replace reference/*.cpp files only")
+    endif()
     add_library(${exe}_lib STATIC EXCLUDE_FROM_ALL ${srcs})
-    target_include_directories(${exe}_lib BEFORE PUBLIC ${ex_dir} ${sol_dir})
     target_link_libraries(${exe}_lib PUBLIC fa_common Eigen3::Eigen)
     target_compile_options(${exe}_lib PRIVATE ${FA_CXX_WARNINGS})
     add_executable(${exe} EXCLUDE_FROM_ALL ${PROJECT_SOURCE_DIR}/tests/test_reference.cpp)
@@ -80,7 +84,9 @@ function(fa_add_exercise name)
     endforeach()
   else()
     add_library(${exe}_step OBJECT EXCLUDE_FROM_ALL ${srcs})
-    # The exercise's headers first, then the step's own (those the exercise leaves alone).
+    # The overlay: a step's own headers are included by name ("mask.cuh"), found next to the
+    # exercise's file when the exercise has its own, otherwise here: the exercise's folder
+    # first, then the step's (for the headers the exercise leaves alone).
     target_include_directories(${exe}_step BEFORE PRIVATE ${ex_dir} ${sol_dir})
     target_link_libraries(${exe}_step PUBLIC fa_cuda)
     add_executable(${exe} EXCLUDE_FROM_ALL)

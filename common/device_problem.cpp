@@ -1,11 +1,11 @@
-#include "device_problem.h"
+#include "common/device_problem.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
 
 namespace fa {
 

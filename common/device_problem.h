@@ -5,9 +5,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "device_buffer.h"
-#include "inputs.h"
-#include "problem.h"
+#include "common/device_buffer.h"
+#include "common/inputs.h"
+#include "common/problem.h"
 
 namespace fa {
 

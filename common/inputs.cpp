@@ -1,4 +1,4 @@
-#include "inputs.h"
+#include "common/inputs.h"
 
 #include <Eigen/Core>  // Eigen::half and Eigen::bfloat16: round-to-nearest-even conversions
 

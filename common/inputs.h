@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "problem.h"
+#include "common/problem.h"
 
 namespace fa {
 

@@ -1,9 +1,9 @@
-#include "launch.h"
+#include "common/launch.h"
 
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
 
 namespace fa {
 

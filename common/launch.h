@@ -5,7 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "registry.h"
+#include "common/registry.h"
 
 namespace fa {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "problem.h"
+#include "common/problem.h"
 
 /// The CUDA runtime's stream type: cudaStream_t is `CUstream_st*`. Declared here so that
 /// a step's entry point can be described without including CUDA headers.

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "expected.h"
-#include "device_problem.h"
-#include "inputs.h"
-#include "launch.h"
-#include "registry.h"
+#include "common/device_problem.h"
+#include "common/inputs.h"
+#include "common/launch.h"
+#include "common/registry.h"
+#include "reference/compare.h"
 
 namespace {
 

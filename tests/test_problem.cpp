@@ -1,9 +1,9 @@
 // test_problem.cpp — the problem description: layouts, causal alignment, validation messages.
 #include <cmath>
 
-#include "catch.hpp"
-#include "inputs.h"  // round_to
-#include "problem.h"
+#include "common/inputs.h"  // round_to
+#include "common/problem.h"
+#include "tests/catch.hpp"
 
 using fa::Problem;
 

@@ -5,13 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "catch.hpp"
-#include "registry.h"
+#include "common/registry.h"
+#include "tests/catch.hpp"
+#include "tests/device_limits.h"
 
 namespace {
-bool mentions(const std::string& msg, const std::string& what) {
-  return msg.find(what) != std::string::npos;
-}
+using fa::test::h200_limits;
+using fa::test::mentions;
+
 fa::Problem ok_problem(const fa::StepInfo& s) {
   fa::Problem p;
   p.batch = 2;
@@ -21,14 +22,6 @@ fa::Problem ok_problem(const fa::StepInfo& s) {
   p.head_dim = s.head_dims.empty() ? 64 : s.head_dims.front();
   p.dtype = s.dtypes.front();
   return p;
-}
-fa::DeviceLimits h200_limits() {  // the limits an H200 reports
-  fa::DeviceLimits d;
-  d.major = 9;
-  d.sharedMemPerBlockOptin = 232448;
-  d.maxGridSize[0] = 2147483647;
-  d.maxGridSize[1] = d.maxGridSize[2] = 65535;
-  return d;
 }
 }  // namespace
 

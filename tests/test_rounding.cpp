@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "catch.hpp"
-#include "inputs.h"
+#include "common/inputs.h"
+#include "tests/catch.hpp"
 
 TEST_CASE("round_to agrees with the CUDA conversions", "[rounding]") {
   std::vector<float> xs = {0.f, -0.f, 1e-8f, -1e-8f, 6e-8f, 65504.f, 65519.f, 65520.f, 1e30f,

@@ -4,13 +4,13 @@
 #include <string>
 #include <vector>
 
-#include "catch.hpp"
-#include "registry.h"
+#include "common/registry.h"
+#include "tests/catch.hpp"
+#include "tests/device_limits.h"
 
 namespace {
-bool mentions(const std::string& msg, const std::string& what) {
-  return msg.find(what) != std::string::npos;
-}
+using fa::test::mentions;
+
 // A step as a GPU step would describe itself; its device check uses check_fits().
 std::string small_step_check(const fa::Problem& p, const fa::DeviceLimits& dev) {
   return fa::check_fits("99_synthetic", dev, p, 48 * 1024,
@@ -34,14 +34,7 @@ fa::Problem ok_problem() {
   p.dtype = fa::DType::F16;
   return p;
 }
-fa::DeviceLimits h200() {  // the limits an H200 reports
-  fa::DeviceLimits d;
-  d.major = 9;
-  d.sharedMemPerBlockOptin = 232448;
-  d.maxGridSize[0] = 2147483647;
-  d.maxGridSize[1] = d.maxGridSize[2] = 65535;
-  return d;
-}
+fa::DeviceLimits h200() { return fa::test::h200_limits(); }
 }  // namespace
 
 TEST_CASE("check_step names the parameter, its value and the step's limit", "[validation]") {

@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "attention.h"
-#include "problem.h"
-#include "streaming.h"
+#include "common/problem.h"
+#include "reference/attention.h"
+#include "reference/streaming.h"
 
 namespace {
 

@@ -24,8 +24,8 @@
 #include <cmath>
 #include <string>
 
-#include "cuda_check.h"
-#include "registry.h"
+#include "common/cuda_check.h"
+#include "common/registry.h"
 
 namespace fa::step01 {
 namespace {

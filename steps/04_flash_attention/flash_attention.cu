@@ -41,10 +41,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
+#include "common/registry.h"
 #include "mask.cuh"
 #include "online_softmax.cuh"
-#include "registry.h"
 
 namespace fa::step04 {
 namespace {

@@ -58,11 +58,11 @@
 #include <string>
 #include <type_traits>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
+#include "common/registry.h"
 #include "half_types.cuh"
 #include "mask.cuh"
 #include "online_softmax.cuh"
-#include "registry.h"
 
 namespace fa::step05 {
 namespace {

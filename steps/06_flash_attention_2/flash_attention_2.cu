@@ -71,10 +71,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
+#include "common/registry.h"
 #include "kernel_traits.cuh"
 #include "online_softmax.cuh"
-#include "registry.h"
 
 namespace fa::step06 {
 FwdParams make_fwd_params(const Problem& prob, const DeviceTensors& t) {

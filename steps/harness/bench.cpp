@@ -20,13 +20,13 @@
 #include <string>
 #include <vector>
 
-#include "cublas_baseline.h"
-#include "cuda_check.h"
-#include "device_problem.h"
-#include "inputs.h"
-#include "launch.h"
-#include "perf.h"
-#include "registry.h"
+#include "common/cuda_check.h"
+#include "common/device_problem.h"
+#include "common/inputs.h"
+#include "common/launch.h"
+#include "common/perf.h"
+#include "common/registry.h"
+#include "steps/harness/cublas_baseline.h"
 
 namespace {
 

@@ -1,13 +1,13 @@
 // capi.cpp — the C API over the step registry (flash_tutorial.h).
-#include "flash_tutorial.h"
+#include "steps/harness/flash_tutorial.h"
 
 #include <exception>
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.h"
-#include "launch.h"
-#include "registry.h"
+#include "common/cuda_check.h"
+#include "common/launch.h"
+#include "common/registry.h"
 
 namespace {
 

@@ -1,11 +1,11 @@
-#include "cublas_baseline.h"
+#include "steps/harness/cublas_baseline.h"
 
 #include <cuda_runtime.h>
 
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
 
 #define CUBLAS_CHECK(expr)                                                              \
   do {                                                                                  \
