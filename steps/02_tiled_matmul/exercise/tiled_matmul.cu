@@ -126,6 +126,7 @@ scores_kernel(Params p, const float* __restrict__ q, const float* __restrict__ k
     // Rows past N_q or N_kv and columns past d are stored as 0, never read: they then add
     // nothing to the dot products. As given, nothing is loaded and the tiles hold whatever
     // an earlier block left in shared memory.
+    (void)tid, (void)*qh, (void)*kh;  // as given, unused (this line keeps the compiler quiet)
     // TODO(exercise): a barrier? The loop below reads elements of qs and ks that other
     // threads stored.
 
