@@ -5,9 +5,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include <type_traits>
+
 #include "common/registry.h"
 
 namespace fa {
+
+static_assert(std::is_same_v<Stream, cudaStream_t>,
+              "registry.h's fa::Stream must be the CUDA runtime's cudaStream_t");
 
 /// \brief The limits of CUDA device `device` that a step's check_device looks at.
 /// \param device a CUDA device ordinal \return its limits
