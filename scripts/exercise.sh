@@ -20,7 +20,12 @@ source scripts/setup.sh
 
 usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 
-build() { fa_build --target "$@"; }
+build() {
+  fa_configure
+  # Without the CUDA toolkit only exercise 00 is configured: say why instead of "no rule".
+  if [ "$1" != exercise_00 ] && ! fa_has_cuda; then fa_cuda_note; exit 1; fi
+  fa_build --target "$@"
+}
 
 # The exercise folder of step NN, e.g. steps/04_flash_attention/exercise.
 exercise_dir() {
