@@ -1,6 +1,7 @@
 // test_baseline.cpp — the cuBLAS baseline every step is raced against computes attention:
 // judged like a step (reference/compare.h) on causal and full masks, GQA and MQA, both
 // layouts, more queries than keys (rows that see no key) and fewer. GPU.
+#include <stdexcept>
 #include <string>
 
 #include "common/device_problem.h"
