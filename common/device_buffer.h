@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
 
 namespace fa {
 

@@ -1,14 +1,12 @@
 /// \file inputs.h
-/// \brief Seeded random inputs, host-side tensors, and their device copies.
+/// \brief Seeded random inputs as host-side tensors (their device copies: device_problem.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "device_buffer.h"
-#include "problem.h"
-#include "registry.h"
+#include "common/problem.h"
 
 namespace fa {
 
@@ -44,38 +42,5 @@ HostInputs make_inputs(const Problem& p, Distribution dist, std::uint64_t seed);
 /// \brief Rounds `x` to the nearest value representable in `t` (identity for fp32).
 /// \param t the type \param x the value \return the rounded value
 float round_to(DType t, float x);
-
-/// \brief Device copies of the inputs in the problem's dtype, plus O and L, plus a step's
-/// workspace. O and L are poisoned with NaN by poison(), so an unwritten element fails.
-class DeviceProblem {
- public:
-  /// \param in the inputs to upload \param workspace_bytes scratch for the step (may be 0)
-  DeviceProblem(const HostInputs& in, std::size_t workspace_bytes);
-  /// \brief Fills O and L with NaN.
-  void poison();
-  /// \return the device pointers of Q, K, V, O and L
-  DeviceTensors tensors() const;
-  /// \return the step's workspace (null when it needs none)
-  void* workspace() const { return workspace_.get(); }
-  /// \brief Copies O (converted to float) and L back to the host.
-  /// \param o receives O in Q's layout \param lse receives L, [B, H_q, N_q]
-  void download(std::vector<float>* o, std::vector<float>* lse) const;
-  /// \brief Bytes held on the device (Q, K, V, O, L, workspace).
-  /// \return the total
-  std::size_t device_bytes() const;
-
- private:
-  Problem p_;
-  DeviceBuffer q_, k_, v_, o_, lse_, workspace_;
-};
-
-/// \brief Uploads float values to `dst` as dtype `t` (dst holds n elements of t).
-/// \param t the device type \param src n floats on the host \param n the count
-/// \param dst device memory
-void upload_as(DType t, const float* src, std::size_t n, void* dst);
-/// \brief Downloads n elements of dtype `t` from `src` into float.
-/// \param t the device type \param src device memory \param n the count
-/// \param dst n floats on the host
-void download_as(DType t, const void* src, std::size_t n, float* dst);
 
 }  // namespace fa

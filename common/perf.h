@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuda_check.h"
-#include "problem.h"
+#include "common/cuda_check.h"
+#include "common/problem.h"
 
 namespace fa {
 

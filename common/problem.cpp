@@ -1,4 +1,4 @@
-#include "problem.h"
+#include "common/problem.h"
 
 #include <algorithm>
 #include <cmath>

@@ -107,6 +107,16 @@ struct Limits {
   static constexpr std::int64_t kMaxElems = (std::int64_t{1} << 31) - 1;
 };
 
+/// \brief Device pointers of one attention call. Q, K, V and O are in the problem's dtype
+/// and layout; L (the row logsumexp, natural log) is fp32 [B, H_q, N_q].
+struct DeviceTensors {
+  const void* q = nullptr;  ///< Q [B, N_q, H_q, d] or [B, H_q, N_q, d]
+  const void* k = nullptr;  ///< K [B, N_kv, H_kv, d] or [B, H_kv, N_kv, d]
+  const void* v = nullptr;  ///< V, shaped like K
+  void* o = nullptr;        ///< O (written), shaped like Q
+  float* lse = nullptr;     ///< L (written), fp32 [B, H_q, N_q]
+};
+
 /// \brief Checks the shape and options. Returns "" when valid, otherwise one message that
 /// names the parameter, its value and the limit, e.g. "heads_q (6) must be a multiple of
 /// heads_kv (4)".

@@ -1,12 +1,10 @@
-#include "registry.h"
+#include "common/registry.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
-
-#include "cuda_check.h"
 
 namespace fa {
 namespace {
@@ -95,7 +93,7 @@ std::string check_step(const StepInfo& step, const Problem& p) {
 }
 
 std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTensors& t,
-                         int device) {
+                         const DeviceLimits& device) {
   if (std::string e = check_step(step, p); !e.empty()) return e;
   std::ostringstream os;
   const struct {
@@ -119,14 +117,12 @@ std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTen
     }
   }
   if (step.check_device) {
-    cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    if (std::string e = step.check_device(p, prop); !e.empty()) return e;
+    if (std::string e = step.check_device(p, device); !e.empty()) return e;
   }
   return {};
 }
 
-std::string check_fits(const char* step, const cudaDeviceProp& prop, const Problem& p,
+std::string check_fits(const char* step, const DeviceLimits& prop, const Problem& p,
                        std::size_t smem_bytes, const std::vector<GridNeed>& grid) {
   const std::string for_step = std::string(" for step ") + step;
   if (smem_bytes > prop.sharedMemPerBlockOptin)
@@ -140,18 +136,6 @@ std::string check_fits(const char* step, const cudaDeviceProp& prop, const Probl
              std::to_string(limit) + for_step;
   }
   return {};
-}
-
-void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, void* workspace,
-              cudaStream_t stream) {
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  if (std::string e = check_launch(step, p, t, device); !e.empty()) throw std::invalid_argument(e);
-  if (step.workspace_bytes && step.workspace_bytes(p) > 0 && workspace == nullptr)
-    throw std::invalid_argument(std::string("workspace is null but step ") + step.name +
-                                " needs " + std::to_string(step.workspace_bytes(p)) + " bytes");
-  step.run(p, t, workspace, stream);
-  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace fa

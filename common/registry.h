@@ -1,26 +1,33 @@
 /// \file registry.h
 /// \brief Every GPU step registers itself once; the tests, the benchmarks, the tour and
 /// the C API iterate over this list and never change when a step is added.
+///
+/// Host code only: no CUDA header is needed to describe or validate a step, so the checks
+/// are tested on any machine. Running a step (run_step) is in common/launch.h.
 #pragma once
-
-#include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <string>
 #include <vector>
 
-#include "problem.h"
+#include "common/problem.h"
+
+/// The CUDA runtime's stream type: cudaStream_t is `CUstream_st*`. Declared here so that
+/// a step's entry point can be described without including CUDA headers.
+struct CUstream_st;
 
 namespace fa {
 
-/// \brief Device pointers of one attention call. Q, K, V and O are in the problem's dtype
-/// and layout; L (the row logsumexp, natural log) is fp32 [B, H_q, N_q].
-struct DeviceTensors {
-  const void* q = nullptr;  ///< Q [B, N_q, H_q, d] or [B, H_q, N_q, d]
-  const void* k = nullptr;  ///< K [B, N_kv, H_kv, d] or [B, H_kv, N_kv, d]
-  const void* v = nullptr;  ///< V, shaped like K
-  void* o = nullptr;        ///< O (written), shaped like Q
-  float* lse = nullptr;     ///< L (written), fp32 [B, H_q, N_q]
+/// \brief A CUDA stream (the same type as cudaStream_t).
+using Stream = CUstream_st*;
+
+/// \brief The device limits a step's launch must fit, with the names and meaning of their
+/// cudaDeviceProp fields (common/launch.h: device_limits() reads them from a device).
+struct DeviceLimits {
+  int major = 0;                           ///< compute capability, major
+  int minor = 0;                           ///< compute capability, minor
+  std::size_t sharedMemPerBlockOptin = 0;  ///< dynamic shared memory a block may opt in to
+  int maxGridSize[3] = {0, 0, 0};          ///< grid limits along x, y and z
 };
 
 /// \brief What a step is and what it supports. Filled in once per step by FA_REGISTER_STEP.
@@ -40,10 +47,10 @@ struct StepInfo {
   /// Bytes of N×N intermediates (S, P) the step writes to device memory, by its design.
   std::size_t (*nxn_bytes_written)(const Problem&) = nullptr;
   /// Extra launch-time limits (shared memory, grid size) for this device; "" when fine.
-  std::string (*check_device)(const Problem&, const cudaDeviceProp&) = nullptr;
+  std::string (*check_device)(const Problem&, const DeviceLimits&) = nullptr;
   /// The entry point: launches the step's kernel(s) on `stream`, asynchronously. The caller
   /// has validated the problem (check_step) and passes `workspace_bytes(p)` bytes of scratch.
-  void (*run)(const Problem&, const DeviceTensors&, void* workspace, cudaStream_t) = nullptr;
+  void (*run)(const Problem&, const DeviceTensors&, void* workspace, Stream) = nullptr;
 };
 
 /// \brief One dimension of a step's grid, for check_fits(): the blocks a launch needs along it
@@ -61,7 +68,7 @@ struct GridNeed {
 /// \param step the step's name \param prop the device \param p the problem (its head_dim
 /// names the tile in the shared-memory message) \param smem_bytes dynamic shared memory per
 /// block \param grid the dimensions to check \return "" or the message
-std::string check_fits(const char* step, const cudaDeviceProp& prop, const Problem& p,
+std::string check_fits(const char* step, const DeviceLimits& prop, const Problem& p,
                        std::size_t smem_bytes, const std::vector<GridNeed>& grid);
 
 /// \brief All registered steps, ordered by number.
@@ -82,21 +89,12 @@ std::string step_names();
 /// \param step the step \param p the problem \return "" or the message
 std::string check_step(const StepInfo& step, const Problem& p);
 
-/// \brief check_step plus the device limits (step.check_device) and the pointers (null,
-/// misaligned for the step's vector loads). "" when the launch may go ahead.
+/// \brief check_step plus the pointers (null, misaligned for the step's vector loads) and
+/// the device limits (step.check_device). "" when the launch may go ahead.
 /// \param step the step \param p the problem \param t the device pointers
-/// \param device the CUDA device the launch would run on \return "" or the message
+/// \param device the limits of the device the launch would run on \return "" or the message
 std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTensors& t,
-                         int device);
-
-/// \brief Checks everything (check_launch), throws std::invalid_argument with the message if
-/// anything is wrong, then runs the step and checks the launch. The workspace must hold
-/// step.workspace_bytes(p) bytes.
-/// \param step the step to run \param p the problem \param t the device pointers
-/// \param workspace step.workspace_bytes(p) bytes of device scratch (may be null when 0)
-/// \param stream the CUDA stream the kernels are launched on (asynchronously)
-void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, void* workspace,
-              cudaStream_t stream = nullptr);
+                         const DeviceLimits& device);
 
 /// \brief Adds a step to the registry; use FA_REGISTER_STEP rather than calling this.
 struct StepRegistrar {

@@ -1,6 +1,6 @@
-#include "attention.h"
+#include "reference/attention.h"
 
-#include "inputs.h"  // round_to
+#include "common/inputs.h"  // round_to
 
 #include <Eigen/Dense>
 

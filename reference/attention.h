@@ -32,7 +32,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "problem.h"
+#include "common/problem.h"
 
 /// \brief The CPU reference: attention in double, the plain float oracle and the
 /// streaming model of the online softmax.

@@ -1,6 +1,6 @@
 // attention_rows.cpp — the double reference for selected query rows, and the row sampler
 // that picks them for problems too large to check every row (see attention.h).
-#include "attention.h"
+#include "reference/attention.h"
 
 #include <Eigen/Dense>
 

@@ -1,4 +1,4 @@
-#include "streaming.h"
+#include "reference/streaming.h"
 
 #include <algorithm>
 #include <cmath>

@@ -27,7 +27,7 @@
 /// steps implement exactly these lines, one tile per thread block.
 #pragma once
 
-#include "problem.h"
+#include "common/problem.h"
 
 namespace fa::ref {
 

@@ -30,7 +30,12 @@ want_args() {
   [ $# -eq "$n" ] || fa_usage_error "'$cmd' takes $names, got $# argument(s)${*:+: $*}"
 }
 
-build() { fa_build --target "$@"; }
+build() {
+  fa_configure
+  # Without the CUDA toolkit only exercise 00 is configured: say why instead of "no rule".
+  if [ "$1" != exercise_00 ] && ! fa_has_cuda; then fa_cuda_note; exit 1; fi
+  fa_build --target "$@"
+}
 
 # The exercise folder of step NN, e.g. steps/04_flash_attention/exercise.
 exercise_dir() {

@@ -53,6 +53,8 @@ out="$dir/grade"
 rm -rf "$out" && mkdir -p "$out"
 fa_setup || exit 1
 fa_configure || exit 1
+# Without the CUDA toolkit only exercise 00 is configured (fa_cuda_note says why).
+fa_has_cuda || { cpu_only=1; fa_cuda_note; }
 
 exercises=()
 for d in steps/*/exercise; do

@@ -4,7 +4,8 @@
 # fa_build_dir, fa_usage_error); running it by itself only says so.
 #
 # Installs missing Debian/Ubuntu packages when it may (root, or sudo without a password);
-# otherwise prints the exact apt line. Says how to get the CUDA toolkit when nvcc is missing.
+# otherwise prints the exact apt line. Without the CUDA toolkit (nvcc) the CPU chapter is built
+# and run, and fa_cuda_note says that the GPU steps were not, and how to get the toolkit.
 # Idempotent: a second run finds everything and does nothing. FA_NO_INSTALL=1 never installs;
 # FA_NO_BUILD=1 builds nothing and uses the build folder as it is (fa_build).
 
@@ -12,20 +13,10 @@ fa_packages="cmake g++ make libeigen3-dev catch2 libbenchmark-dev libcli11-dev"
 
 fa_setup() {
   [ "${FA_NO_BUILD:-0}" = 1 ] && return 0  # nothing is built: nothing to check or install
-  # The CUDA toolkit: nvcc on PATH, or in the usual place.
-  if ! command -v nvcc >/dev/null 2>&1; then
-    if [ -x /usr/local/cuda/bin/nvcc ]; then
-      export PATH="/usr/local/cuda/bin:$PATH"
-    else
-      cat >&2 <<'MSG'
-error: nvcc (the CUDA toolkit) was not found on PATH or in /usr/local/cuda/bin.
-  Install CUDA 12.4 or newer from NVIDIA's repository for your distribution, e.g. on
-  Debian 12 / Ubuntu 22.04 / 24.04 after adding it (https://developer.nvidia.com/cuda-downloads):
-      sudo apt-get install cuda-toolkit
-  then run this command again (or put its bin/ folder on PATH).
-MSG
-      return 1
-    fi
+  # The CUDA toolkit: nvcc on PATH, or in the usual place. Without it only the CPU chapter
+  # is built (the top-level CMakeLists.txt; fa_cuda_note says so after the build).
+  if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+    export PATH="/usr/local/cuda/bin:$PATH"
   fi
 
   if ! command -v dpkg >/dev/null 2>&1; then
@@ -87,6 +78,24 @@ fa_build() {
   fi
   fa_configure || return 1
   cmake --build "$(fa_build_dir)" -j "$(nproc)" "$@"
+}
+
+# Says, once, that the build has no GPU steps because CMake found no nvcc, and how to get
+# them; says nothing when the GPU steps were built. Returns 0 when they were, 1 otherwise.
+fa_has_cuda() {
+  ! grep -q '^FA_CUDA:INTERNAL=OFF' "$(fa_build_dir)/CMakeCache.txt" 2>/dev/null
+}
+fa_cuda_note() {
+  fa_has_cuda && return 0
+  cat >&2 <<'MSG'
+note: CUDA toolkit not found (no nvcc): the GPU steps 01-06, their tests and benchmarks, the
+  tour and the C API were not built; the CPU chapter (reference, chapter 00, exercise 00, the
+  CPU tests) and the docs were. For the GPU steps install CUDA 12.4 or newer from NVIDIA's
+  repository (https://developer.nvidia.com/cuda-downloads), e.g. on Debian 12 / Ubuntu
+  22.04 / 24.04:  sudo apt-get install cuda-toolkit
+  then remove the build folder and run this command again.
+MSG
+  return 1
 }
 
 # A usage error, the same in every script: "<script>: error: <what was wrong>", then the

@@ -51,4 +51,5 @@ failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Failed|Timeout|Excep
 skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Skipped' "$log" || true)
 [ "$skipped" -gt 0 ] && echo "note: $skipped GPU tests were skipped (no usable CUDA device); they did not pass"
 echo "ctest: $passed passed, $failed failed, $skipped skipped"
+fa_cuda_note || true
 exit "$rc"

@@ -1,4 +1,4 @@
-#include "gpu_suite.h"
+#include "tests/gpu_suite.h"
 
 #include <cstdlib>
 #include <iostream>

@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "expected.h"
-#include "inputs.h"
-#include "registry.h"
+#include "common/device_problem.h"
+#include "common/inputs.h"
+#include "common/launch.h"
+#include "common/registry.h"
+#include "reference/compare.h"
 
 namespace fa::test {
 
@@ -29,7 +31,7 @@ struct Outputs {
 /// \brief Runs `step` on fresh outputs poisoned with NaN and returns what it wrote.
 Outputs run_on_device(const StepInfo& step, const HostInputs& in);
 
-/// The double reference, the plain oracle and the judgement (reference/expected.h).
+/// The double reference, the plain oracle and the judgement (reference/compare.h).
 using ref::Expected;
 using ref::expected_for;
 

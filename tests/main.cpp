@@ -10,9 +10,11 @@
 #include <catch2/catch.hpp>
 #endif
 
+#ifdef FA_GPU_TESTS
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#endif
 
 int main(int argc, char** argv) {
 #ifdef FA_GPU_TESTS

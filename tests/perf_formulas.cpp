@@ -5,8 +5,8 @@
 //   build/bin/perf_formulas > perf.json
 #include <cstdio>
 
-#include "perf.h"
-#include "problem.h"
+#include "common/perf.h"
+#include "common/problem.h"
 
 namespace {
 

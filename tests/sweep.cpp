@@ -14,10 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
-#include "expected.h"
-#include "inputs.h"
-#include "registry.h"
+#include "common/device_problem.h"
+#include "common/inputs.h"
+#include "common/launch.h"
+#include "common/registry.h"
+#include "reference/compare.h"
+#include "steps/harness/cli.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "catch.hpp"
-#include "flash_tutorial.h"
+#include "tests/catch.hpp"
+#include "steps/harness/flash_tutorial.h"
 
 namespace {
 

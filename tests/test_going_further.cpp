@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "catch.hpp"
-#include "gpu_suite.h"
+#include "tests/catch.hpp"
+#include "tests/gpu_suite.h"
 
 namespace {
 

@@ -1,6 +1,9 @@
 // test_problem.cpp — the problem description: layouts, causal alignment, validation messages.
-#include "catch.hpp"
-#include "problem.h"
+#include <cmath>
+
+#include "common/inputs.h"  // round_to
+#include "common/problem.h"
+#include "tests/catch.hpp"
 
 using fa::Problem;
 
@@ -91,4 +94,18 @@ TEST_CASE("dtype and layout names round-trip", "[problem]") {
   CHECK_FALSE(fa::parse_layout("nhd", &l));
   fa::DType t{};
   CHECK_FALSE(fa::parse_dtype("fp8", &t));
+}
+
+TEST_CASE("round_to rounds to the nearest fp16 or bf16 value, ties to even", "[problem]") {
+  const float u16 = std::ldexp(1.f, -10), u_bf = std::ldexp(1.f, -7);  // ulp at 1
+  CHECK(fa::round_to(fa::DType::F32, 1.f + u16 / 4) == 1.f + u16 / 4);
+  CHECK(fa::round_to(fa::DType::F16, 1.f + u16 / 2) == 1.f);             // tie: to even
+  CHECK(fa::round_to(fa::DType::F16, 1.f + 3 * u16 / 2) == 1.f + 2 * u16);  // tie: to even
+  CHECK(fa::round_to(fa::DType::F16, 1.f + 0.6f * u16) == 1.f + u16);
+  CHECK(fa::round_to(fa::DType::F16, 65519.f) == 65504.f);  // the largest fp16
+  CHECK(std::isinf(fa::round_to(fa::DType::F16, 65520.f)));
+  CHECK(fa::round_to(fa::DType::BF16, 1.f + u_bf / 2) == 1.f);
+  CHECK(fa::round_to(fa::DType::BF16, 1.f + 3 * u_bf / 2) == 1.f + 2 * u_bf);
+  CHECK(fa::round_to(fa::DType::BF16, -3.1415926f) == -3.140625f);
+  CHECK(std::isnan(fa::round_to(fa::DType::BF16, std::nanf(""))));
 }

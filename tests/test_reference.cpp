@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "attention.h"
-#include "catch.hpp"
-#include "compare.h"
-#include "problem.h"
-#include "streaming.h"
+#include "common/problem.h"
+#include "reference/attention.h"
+#include "reference/compare.h"
+#include "reference/streaming.h"
+#include "tests/catch.hpp"
 
 namespace {
 

@@ -1,18 +1,18 @@
 // test_registry.cpp — every registered step rejects what it cannot run, before any launch,
-// with a message that names the parameter, its value and the limit. CPU only.
+// with a message that names the parameter, its value and the limit. CPU only, but over the
+// compiled GPU steps (test_validation.cpp checks the same functions without any step).
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include <cuda_runtime_api.h>
-
-#include "catch.hpp"
-#include "registry.h"
+#include "common/registry.h"
+#include "tests/catch.hpp"
+#include "tests/device_limits.h"
 
 namespace {
-bool mentions(const std::string& msg, const std::string& what) {
-  return msg.find(what) != std::string::npos;
-}
+using fa::test::h200_limits;
+using fa::test::mentions;
+
 fa::Problem ok_problem(const fa::StepInfo& s) {
   fa::Problem p;
   p.batch = 2;
@@ -82,41 +82,17 @@ TEST_CASE("launch checks catch null and misaligned pointers", "[registry]") {
     t.lse = dummy;
     fa::DeviceTensors null_k = t;
     null_k.k = nullptr;
-    CHECK(mentions(fa::check_launch(*s, p, null_k, 0), "pointer k is null"));
+    CHECK(mentions(fa::check_launch(*s, p, null_k, h200_limits()), "pointer k is null"));
     fa::DeviceTensors odd = t;
     odd.v = reinterpret_cast<const char*>(dummy) + 2;
-    CHECK(mentions(fa::check_launch(*s, p, odd, 0), "pointer v"));
-    CHECK(mentions(fa::check_launch(*s, p, odd, 0), "aligned"));
+    CHECK(mentions(fa::check_launch(*s, p, odd, h200_limits()), "pointer v"));
+    CHECK(mentions(fa::check_launch(*s, p, odd, h200_limits()), "aligned"));
   }
-}
-
-TEST_CASE("check_fits names the first grid dimension or the shared memory that does not fit",
-          "[registry]") {
-  cudaDeviceProp prop{};
-  prop.sharedMemPerBlockOptin = 1000;
-  prop.maxGridSize[0] = 100;
-  prop.maxGridSize[1] = 10;
-  prop.maxGridSize[2] = 5;
-  fa::Problem p;
-  p.head_dim = 64;
-  CHECK(fa::check_fits("s", prop, p, 1000, {{0, 100, "x"}, {1, 10, "y"}, {2, 5, "z"}}).empty());
-  CHECK(fa::check_fits("s", prop, p, 1001, {}) ==
-        "shared memory per block (1001 bytes for head_dim 64) exceeds this device's "
-        "sharedMemPerBlockOptin of 1000 bytes for step s");
-  CHECK(fa::check_fits("s", prop, p, 0, {{0, 100, "x"}, {1, 11, "n (11)"}, {2, 6, "z"}}) ==
-        "n (11) exceeds the grid y limit of 10 for step s");
-  CHECK(fa::check_fits("s", prop, p, 0, {{2, 6, "b (6)"}}) ==
-        "b (6) exceeds the grid z limit of 5 for step s");
 }
 
 TEST_CASE("each step's device check accepts an H200-sized launch and rejects an oversized grid",
           "[registry]") {
-  cudaDeviceProp h200{};  // the limits an H200 reports
-  h200.major = 9;
-  h200.sharedMemPerBlockOptin = 232448;
-  h200.maxGridSize[0] = 2147483647;
-  h200.maxGridSize[1] = 65535;
-  h200.maxGridSize[2] = 65535;
+  const fa::DeviceLimits h200 = h200_limits();
   for (const fa::StepInfo* s : fa::steps()) {
     if (!s->check_device) continue;
     INFO(s->name);
@@ -136,7 +112,7 @@ TEST_CASE("each step's device check accepts an H200-sized launch and rejects an 
     CHECK(mentions(e, s->name));
     // A device with 16 KB of opt-in shared memory: the fused steps (04 on) hold tiles of more
     // than that and must say so; steps 01-03 ask for no dynamic shared memory.
-    cudaDeviceProp small = h200;
+    fa::DeviceLimits small = h200;
     small.sharedMemPerBlockOptin = 16 * 1024;
     const std::string smem = s->check_device(p, small);
     if (s->number >= 4)

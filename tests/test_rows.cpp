@@ -9,9 +9,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "attention.h"
-#include "catch.hpp"
-#include "problem.h"
+#include "reference/attention.h"
+#include "tests/catch.hpp"
+#include "common/problem.h"
 
 namespace {
 

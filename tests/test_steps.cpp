@@ -13,9 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#include "catch.hpp"
-#include "compare.h"
-#include "gpu_suite.h"
+#include "reference/compare.h"
+#include "tests/catch.hpp"
+#include "tests/gpu_suite.h"
 
 namespace {
 

@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "attention.h"
-#include "cli.h"
-#include "problem.h"
-#include "streaming.h"
+#include "common/problem.h"
+#include "reference/attention.h"
+#include "reference/streaming.h"
+#include "steps/harness/cli.h"
 
 namespace {
 

@@ -24,8 +24,8 @@
 #include <cmath>
 #include <string>
 
-#include "cuda_check.h"
-#include "registry.h"
+#include "common/cuda_check.h"
+#include "common/registry.h"
 
 namespace fa::step01 {
 namespace {
@@ -127,7 +127,7 @@ std::size_t workspace_bytes(const Problem& p) {
 
 std::size_t nxn_bytes_written(const Problem& p) { return workspace_bytes(p); }
 
-std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
+std::string check_device(const Problem& p, const DeviceLimits& prop) {
   // scores and PV put B·H_q on grid z, the softmax on grid y: both limits apply.
   const long long bh = static_cast<long long>(p.batch) * p.heads_q;
   const long long row_tiles = (p.n_q + kTile - 1) / kTile;

@@ -28,8 +28,8 @@
 #include <cmath>
 #include <string>
 
-#include "cuda_check.h"
-#include "registry.h"
+#include "common/cuda_check.h"
+#include "common/registry.h"
 
 namespace fa::step02 {
 namespace {
@@ -300,7 +300,7 @@ std::size_t workspace_bytes(const Problem& p) {
 
 std::size_t nxn_bytes_written(const Problem& p) { return workspace_bytes(p); }
 
-std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
+std::string check_device(const Problem& p, const DeviceLimits& prop) {
   const long long bh = static_cast<long long>(p.batch) * p.heads_q;
   const std::string bh_what = "batch*heads_q (" + std::to_string(bh) + ")";
   constexpr int kMinRows = PvConfig<128>::kBlockM;  // the shortest row tile: 64

@@ -41,10 +41,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
+#include "common/registry.h"
 #include "mask.cuh"
 #include "online_softmax.cuh"
-#include "registry.h"
 
 namespace fa::step04 {
 namespace {
@@ -470,7 +470,7 @@ std::size_t workspace_bytes(const Problem&) { return 0; }
 
 std::size_t nxn_bytes_written(const Problem&) { return 0; }  // S and P stay on chip
 
-std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
+std::string check_device(const Problem& p, const DeviceLimits& prop) {
   std::size_t smem = 0;
   long long block_m = 1;
   with_config(p.head_dim, [&](auto cfg) {

@@ -71,10 +71,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
+#include "common/registry.h"
 #include "kernel_traits.cuh"
 #include "online_softmax.cuh"
-#include "registry.h"
 
 namespace fa::step06 {
 FwdParams make_fwd_params(const Problem& prob, const DeviceTensors& t) {
@@ -125,7 +125,7 @@ std::size_t workspace_bytes(const Problem&) { return 0; }
 
 std::size_t nxn_bytes_written(const Problem&) { return 0; }  // S and P stay in registers
 
-std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
+std::string check_device(const Problem& p, const DeviceLimits& prop) {
   if (prop.major < 8)
     return "compute capability " + std::to_string(prop.major) + "." +
            std::to_string(prop.minor) + " is below the 8.0 needed by mma.sync bf16, ldmatrix "

@@ -31,7 +31,7 @@
 
 #include <cstdint>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
 #include "kernel_traits.cuh"
 #include "mask.cuh"
 #include "mma.cuh"

@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "problem.h"
-#include "registry.h"
+#include "common/problem.h"
+#include "common/registry.h"
 
 namespace fa::step06 {
 

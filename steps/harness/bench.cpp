@@ -21,12 +21,14 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
-#include "cublas_baseline.h"
-#include "cuda_check.h"
-#include "inputs.h"
-#include "perf.h"
-#include "registry.h"
+#include "common/cuda_check.h"
+#include "common/device_problem.h"
+#include "common/inputs.h"
+#include "common/launch.h"
+#include "common/perf.h"
+#include "common/registry.h"
+#include "steps/harness/cli.h"
+#include "steps/harness/cublas_baseline.h"
 
 namespace {
 

@@ -5,14 +5,15 @@
 // the workspace. Only then does fa_run make its first CUDA call (fa::run_step: the current
 // device, its limits, the launch). So a bad argument is reported as such on any machine,
 // with or without a GPU. No C++ exception crosses the C boundary.
-#include "flash_tutorial.h"
+#include "steps/harness/flash_tutorial.h"
 
 #include <exception>
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.h"
-#include "registry.h"
+#include "common/cuda_check.h"
+#include "common/launch.h"
+#include "common/registry.h"
 
 namespace {
 
@@ -133,11 +134,11 @@ fa_status fa_run(const char* step, const fa_problem* problem, const void* q, con
     t.v = v;
     t.o = o;
     t.lse = lse;
-    // The pointer checks of fa::check_launch, without its device limits (the one part that
-    // asks the CUDA runtime): a copy of the step with no check_device.
+    // The pointer checks of fa::check_launch, without the device limits (reading them is
+    // the one part that asks the CUDA runtime): a copy of the step with no check_device.
     fa::StepInfo host_checks = *s;
     host_checks.check_device = nullptr;
-    if (std::string e = fa::check_launch(host_checks, p, t, /*device, unused*/ 0); !e.empty())
+    if (std::string e = fa::check_launch(host_checks, p, t, fa::DeviceLimits{}); !e.empty())
       return fail(FA_ERROR_INVALID_ARGUMENT, e);
     const std::size_t need = workspace_of(*s, p);
     if (workspace_bytes < need)

@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda_check.h"
-#include "perf.h"
+#include "common/cuda_check.h"
+#include "common/perf.h"
 
 namespace {
 

@@ -1,11 +1,11 @@
-#include "cli.h"
+#include "steps/harness/cli.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
 
-#include "registry.h"
+#include "common/registry.h"
 
 namespace fa::cli {
 

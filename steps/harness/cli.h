@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "inputs.h"
-#include "problem.h"
+#include "common/inputs.h"
+#include "common/problem.h"
 
 namespace fa::cli {
 

@@ -1,11 +1,12 @@
-#include "cublas_baseline.h"
+#include "steps/harness/cublas_baseline.h"
 
+#include <cub/block/block_reduce.cuh>
 #include <cuda_runtime.h>
 
 #include <stdexcept>
 #include <string>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
 
 #define CUBLAS_CHECK(expr)                                                              \
   do {                                                                                  \
@@ -21,32 +22,33 @@ namespace {
 constexpr int kThreads = 256;
 
 // In place: S row → P row, and L. One block per row. Masked scores are set here (the GEMM
-// computed them all), bottom-right aligned like every step.
+// computed them all), bottom-right aligned like every step. The row's max and sum are block
+// reductions from CUB (shipped with the CUDA toolkit): the baseline is built from library
+// parts, cuBLAS and CUB, and carries no copy of the steps' hand-written reduction (chapter 01
+// teaches that one).
 __global__ void softmax_rows(float* __restrict__ s, float* __restrict__ lse, int n_q, int n_kv,
                              bool causal) {
-  __shared__ float red[kThreads / 32];
+  using BlockReduce = cub::BlockReduce<float, kThreads>;
+  __shared__ typename BlockReduce::TempStorage scratch;
+  __shared__ float row_value;  // a reduction's result, from thread 0 to every thread
   const int i = blockIdx.x;
   const std::size_t row_index = std::size_t(blockIdx.y) * n_q + i;
   float* row = s + row_index * n_kv;
   const int end = causal ? min(max(i + n_kv - n_q + 1, 0), n_kv) : n_kv;
-  auto reduce = [&](float v, bool is_max) {
-    for (int off = 16; off > 0; off /= 2) {
-      const float o = __shfl_xor_sync(0xffffffffu, v, off);
-      v = is_max ? fmaxf(v, o) : v + o;
-    }
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  // CUB leaves the result in thread 0; hand it to all, and free the scratch for the next use.
+  auto to_all = [&](float v) {
+    if (threadIdx.x == 0) row_value = v;
     __syncthreads();
-    v = red[0];
-    for (int w = 1; w < kThreads / 32; ++w) v = is_max ? fmaxf(v, red[w]) : v + red[w];
+    v = row_value;
     __syncthreads();
     return v;
   };
   float m = -INFINITY;
   for (int j = threadIdx.x; j < end; j += kThreads) m = fmaxf(m, row[j]);
-  m = reduce(m, true);
+  m = to_all(BlockReduce(scratch).Reduce(m, [](float a, float b) { return fmaxf(a, b); }));
   float l = 0.f;
   for (int j = threadIdx.x; j < end; j += kThreads) l += expf(row[j] - m);
-  l = reduce(l, false);
+  l = to_all(BlockReduce(scratch).Sum(l));
   const float inv_l = l != 0.f ? 1.f / l : 0.f;
   for (int j = threadIdx.x; j < n_kv; j += kThreads) row[j] = j < end ? expf(row[j] - m) * inv_l : 0.f;
   if (threadIdx.x == 0) lse[row_index] = l != 0.f ? m + logf(l) : -INFINITY;

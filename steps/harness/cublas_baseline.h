@@ -8,9 +8,9 @@
 
 #include <cstddef>
 
-#include "device_buffer.h"
-#include "problem.h"
-#include "registry.h"
+#include "common/device_buffer.h"
+#include "common/problem.h"
+#include "common/registry.h"
 
 /// \brief The cuBLAS baseline (standard attention, S and P in device memory).
 namespace fa::baseline {

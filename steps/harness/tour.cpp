@@ -25,15 +25,17 @@
 #include <string>
 #include <vector>
 
-#include "attention.h"
-#include "cli.h"
-#include "compare.h"
-#include "cublas_baseline.h"
-#include "cuda_check.h"
-#include "inputs.h"
-#include "perf.h"
-#include "registry.h"
-#include "streaming.h"
+#include "common/cuda_check.h"
+#include "common/device_problem.h"
+#include "common/inputs.h"
+#include "common/launch.h"
+#include "common/perf.h"
+#include "common/registry.h"
+#include "reference/attention.h"
+#include "reference/compare.h"
+#include "reference/streaming.h"
+#include "steps/harness/cli.h"
+#include "steps/harness/cublas_baseline.h"
 
 namespace {
 

@@ -26,8 +26,8 @@
 #include <cmath>
 #include <string>
 
-#include "cuda_check.h"
-#include "registry.h"
+#include "common/cuda_check.h"
+#include "common/registry.h"
 
 namespace fa::step03 {
 namespace {
@@ -374,7 +374,7 @@ std::size_t workspace_bytes(const Problem& p) {
 
 std::size_t nxn_bytes_written(const Problem& p) { return workspace_bytes(p); }
 
-std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
+std::string check_device(const Problem& p, const DeviceLimits& prop) {
   const long long bh = static_cast<long long>(p.batch) * p.heads_q;
   constexpr int kMinRows = PvConfig<128>::kBlockM;  // the shortest row tile: 64
   const long long row_tiles = (p.n_q + kMinRows - 1) / kMinRows;

@@ -58,11 +58,11 @@
 #include <string>
 #include <type_traits>
 
-#include "cuda_check.h"
+#include "common/cuda_check.h"
+#include "common/registry.h"
 #include "half_types.cuh"
 #include "mask.cuh"
 #include "online_softmax.cuh"
-#include "registry.h"
 
 namespace fa::step05 {
 namespace {
@@ -540,7 +540,7 @@ std::size_t workspace_bytes(const Problem&) { return 0; }
 
 std::size_t nxn_bytes_written(const Problem&) { return 0; }  // S and P stay on chip
 
-std::string check_device(const Problem& p, const cudaDeviceProp& prop) {
+std::string check_device(const Problem& p, const DeviceLimits& prop) {
   if (prop.major < 8)  // bf16 WMMA and cp.async arrived with Ampere (sm_80)
     return "compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
            " is below the 8.0 that step 05_tensor_cores needs";

@@ -17,13 +17,15 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
-#include "cuda_check.h"
-#include "expected.h"
-#include "inputs.h"
-#include "perf.h"
-#include "problem.h"
-#include "registry.h"
+#include "common/cuda_check.h"
+#include "common/device_problem.h"
+#include "common/inputs.h"
+#include "common/launch.h"
+#include "common/perf.h"
+#include "common/problem.h"
+#include "common/registry.h"
+#include "reference/compare.h"
+#include "steps/harness/cli.h"
 #include "variants.h"
 
 namespace {

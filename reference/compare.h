@@ -1,12 +1,17 @@
 /// \file compare.h
-/// \brief How a step's output is judged against the reference.
+/// \brief How a step's output is judged against the reference, in one place for the tour,
+/// the tests, the sweep and the step-06 variants: the errors (compare_output, compare_lse),
+/// the tolerance policy (Tolerance, judge), and what the output is judged against (the
+/// double reference and the plain same-precision implementation: expected_for, verdict).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "problem.h"
+#include "common/inputs.h"
+#include "common/problem.h"
+#include "reference/attention.h"
 
 namespace fa {
 
@@ -92,3 +97,25 @@ std::string judge(const Comparison& step, const Comparison& plain, const char* w
                   double extra_abs = 0);
 
 }  // namespace fa
+
+namespace fa::ref {
+
+/// \brief The double reference and the plain same-precision oracle for one input.
+struct Expected {
+  Result ref;                    ///< attention(): O and L in double
+  std::vector<float> plain_o;    ///< attention_plain(): O
+  std::vector<float> plain_lse;  ///< attention_plain(): L
+  double score_rounding = 0;     ///< score_rounding_error() of the inputs
+};
+
+/// \brief Computes what `in` must give. \param in the inputs \return the expected outputs
+Expected expected_for(const HostInputs& in);
+
+/// \brief The verdict on a step's outputs: O judged in its storage format with the
+/// score-rounding allowance, then L in fp32 (judge()).
+/// \param p the problem \param o the step's O, as float \param lse the step's L
+/// \param want expected_for() of the inputs \return "" on a pass, otherwise why not
+std::string verdict(const Problem& p, const std::vector<float>& o, const std::vector<float>& lse,
+                    const Expected& want);
+
+}  // namespace fa::ref

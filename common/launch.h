@@ -1,0 +1,30 @@
+/// \file launch.h
+/// \brief Running a registered step on the GPU: the device's limits and run_step(). The
+/// CUDA side of the registry (common/registry.h describes and validates steps on the host).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <type_traits>
+
+#include "common/registry.h"
+
+namespace fa {
+
+static_assert(std::is_same_v<Stream, cudaStream_t>,
+              "registry.h's fa::Stream must be the CUDA runtime's cudaStream_t");
+
+/// \brief The limits of CUDA device `device` that a step's check_device looks at.
+/// \param device a CUDA device ordinal \return its limits
+DeviceLimits device_limits(int device);
+
+/// \brief Checks everything (check_launch against the current device's limits), throws
+/// std::invalid_argument with the message if anything is wrong, then runs the step and checks
+/// the launch. The workspace must hold step.workspace_bytes(p) bytes.
+/// \param step the step to run \param p the problem \param t the device pointers
+/// \param workspace step.workspace_bytes(p) bytes of device scratch (may be null when 0)
+/// \param stream the CUDA stream the kernels are launched on (asynchronously)
+void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, void* workspace,
+              cudaStream_t stream = nullptr);
+
+}  // namespace fa
