@@ -36,7 +36,7 @@ if [ -z "$name" ]; then
          | sed -e 's/[^a-z0-9]\{1,\}/-/g' -e 's/^-//' -e 's/-$//')
 fi
 [ -n "$out" ] || out="docs/results/${name}-ceilings.json"
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=${FA_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 command="scripts/ceilings.sh${name:+ --name $name}${extra[*]:+ -- ${extra[*]}}"
 
 tmp="$out.tmp"
