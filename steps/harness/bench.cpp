@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -131,6 +132,16 @@ int main(int argc, char** argv) try {
   FA_CLI_PARSE(app, argc, argv);
   // What CLI11 left is Google Benchmark's: it takes its flags, anything else is refused.
   std::vector<std::string> rest = app.remaining();
+  // Google Benchmark checks --benchmark_min_time only when it runs, by aborting (1.8), or
+  // leaves a value it cannot read unconsumed (1.7): check it here, as both versions read it,
+  // a number of seconds with an optional "s", or a whole number of iterations with "x".
+  static const std::regex kMinTime(R"(([0-9]+\.?[0-9]*|\.[0-9]+)s?|[0-9]+x)");
+  for (const std::string& s : rest) {
+    const std::string flag = "--benchmark_min_time=";
+    if (s.rfind(flag, 0) == 0 && !std::regex_match(s.substr(flag.size()), kMinTime))
+      return fa::cli::refuse(s.substr(0, flag.size() - 1) + " (" + s.substr(flag.size()) +
+                             ") must be seconds, e.g. 0.5 or 0.5s, or iterations, e.g. 100x");
+  }
   std::vector<char*> gb_argv = {argv[0]};
   for (std::string& s : rest) gb_argv.push_back(s.data());
   gb_argv.push_back(nullptr);
