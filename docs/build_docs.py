@@ -19,6 +19,8 @@ What it does, in order:
      and steps/harness/.
   4. Runs Doxygen into <output>/html and fails (exit 1) if it printed or logged any warning.
      The site is rebuilt from scratch each time, so nothing stale survives.
+  5. Points links to an anchor of another page, [warp](glossary.md#warp), at that page's
+     HTML file (Doxygen 1.9 converts [x](glossary.md) but not the form with an anchor).
 
 Standard library only.
 """
@@ -236,6 +238,49 @@ def fix_code_in_headings(html_dir):
     return changed
 
 
+MD_ANCHOR_LINK = re.compile(r'href="([^":#]+\.md)#([^"]+)"')
+
+
+def page_html_name(src, md_path):
+    """The HTML file Doxygen writes for a Markdown page: index.html for the main page
+    (README.md), md_<path with every other character than a letter or digit made _>.html
+    for the others (docs/06-flash-attention-2.md -> md_docs_06_flash_attention_2.html)."""
+    rel = os.path.relpath(md_path, src)
+    if rel == "README.md":
+        return "index.html"
+    return "md_" + re.sub(r"[^A-Za-z0-9]", "_", os.path.splitext(rel)[0]) + ".html"
+
+
+def fix_md_anchor_links(src, html_dir, md_pages):
+    """Doxygen 1.9.4 turns a link to a page, [x](glossary.md), into a link to its HTML file,
+    but leaves a link to an anchor in it, [warp](glossary.md#warp), pointing at the .md
+    file, which the site does not have. Point those at the page's HTML file too, keeping the
+    anchor: the same Markdown then works on a code host and on the site. Links that newer
+    Doxygen versions already convert are left alone. Returns the number of links changed."""
+    by_html = {page_html_name(src, p): p for p in md_pages}
+    changed = 0
+    for name, md in by_html.items():
+        path = os.path.join(html_dir, name)
+        if not os.path.exists(path):
+            continue
+        text = read(path)
+
+        def repl(m):
+            nonlocal changed
+            target = os.path.normpath(os.path.join(os.path.dirname(md), m.group(1)))
+            html = page_html_name(src, target)
+            if not os.path.exists(os.path.join(html_dir, html)):
+                return m.group(0)  # not a page of the site: tests/check_docs.py reports it
+            changed += 1
+            return f'href="{html}#{m.group(2)}"'
+
+        new = MD_ANCHOR_LINK.sub(repl, text)
+        if new != text:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(new)
+    return changed
+
+
 # -------------------------------------------------------------------------------- doxygen
 
 def doxyfile(src, out, inputs):
@@ -300,6 +345,7 @@ def main(argv=None):
         return 1
 
     fix_code_in_headings(html)
+    fix_md_anchor_links(src, html, [p for p in inputs if p.endswith(".md")])
     log(f"build_docs.py: {len(chapter_files)} chapters, {len(diagrams) // 2} diagrams, "
         f"{len(inputs)} inputs, no warnings -> {os.path.join(html, 'index.html')}")
     if args.stamp:

@@ -8,7 +8,8 @@ Registered in ctest as docs/browser (label docs) after the docs/build test has b
   2. Every local href and src in every HTML file of the site exists (file and, for links into
      a page, the #anchor): no broken internal link, no missing image or stylesheet.
   3. The main page, every chapter and the diagrams page exist; each chapter page links to
-     its previous and next chapter and to the contents; every image they show is non-empty.
+     its previous and next chapter and to the contents; every image they show is non-empty;
+     every committed picture (docs/images/*.png, docs/diagrams/*.svg) is shown by a page.
   4. Headless Chromium opens each of those pages and takes a 1280 × 2000 screenshot
      (<screenshots>/<page>.png, kept for a person to look at); each must be a PNG of that
      size that is not blank.
@@ -173,6 +174,22 @@ def local_targets(path, page):
             if tag == "a" and not is_external(url)}
 
 
+def unused_pictures(src, pages):
+    """A problem for every committed picture that no page of the site shows."""
+    shown = {os.path.basename(urllib.parse.urlsplit(url).path)
+             for page in pages.values() for url in page.images if not is_external(url)}
+    problems = []
+    for folder, ext in (("images", ".png"), ("diagrams", ".svg")):
+        path = os.path.join(src, "docs", folder)
+        if not os.path.isdir(path):
+            continue
+        for name in sorted(os.listdir(path)):
+            if name.endswith(ext) and name not in shown:
+                problems.append(f"docs/{folder}/{name} is shown by no page: embed it where its "
+                                "idea is explained (every committed picture must be used)")
+    return problems
+
+
 def check_pages(src, html_dir, pages):
     """(problems, [(label, html path)]) for the main page, the chapters, the diagrams page."""
     problems = []
@@ -217,6 +234,8 @@ def check_pages(src, html_dir, pages):
             wanted.append(("diagrams", path))
             if not pages[path].images:
                 problems.append("docs/diagrams.md: its page shows no image")
+
+    problems += unused_pictures(src, pages)
 
     for label, path in wanted:
         for src_url in pages[path].images:
