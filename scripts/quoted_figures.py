@@ -18,9 +18,11 @@ folder, docs/results/ unless told otherwise):
   tour:P:FIGURE                the same problem's lines above the table: cpu_s (CPU
                                reference seconds), stream_err, stream_rel (streaming model
                                errors), matrix (one N×N fp32 matrix), fewest (fewest bytes)
-  bench:DTYPE:D:MASK:IMPL:N    h200.json, best TFLOP/s over the layouts of IMPL at
+  bench:DTYPE:D:MASK:IMPL:N[:F] h200.json, best TFLOP/s over the layouts of IMPL at
                                N_q = N_kv = N, head dim D, MASK full or causal; taken at one
-                               decimal, as h200.md and the README table print it
+                               decimal, as h200.md and the README table print it;
+                               with :ms the median time of that result, with :extra its
+                               extra device memory as h200.md prints it
   tests:WHAT:GROUP             h200-tests.txt: WHAT is count, passed, failed or skipped,
                                GROUP the part of the test names before "/" (cpu,
                                01_naive_attention, …) or all
@@ -48,9 +50,11 @@ import json
 import operator
 import os
 import re
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, "docs", "results")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_results import human_bytes  # noqa: E402  (the byte format of h200.md)
 
 WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
          "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
@@ -193,11 +197,14 @@ def tour_figure(folder, args, cache):
 # ------------------------------------------------------------------------ the benchmark
 
 def bench_figure(folder, args, cache):
-    if len(args) != 5:
-        raise SourceError("expected bench:DTYPE:D:MASK:IMPL:N")
-    dtype, d, mask, impl, n = args
-    if mask not in ("full", "causal") or not d.isdigit() or not n.isdigit():
-        raise SourceError("expected bench:DTYPE:D:full|causal:IMPL:N with D and N numbers")
+    if len(args) not in (5, 6):
+        raise SourceError("expected bench:DTYPE:D:MASK:IMPL:N[:ms|extra]")
+    dtype, d, mask, impl, n = args[:5]
+    field = args[5] if len(args) == 6 else "tflops"
+    if (mask not in ("full", "causal") or not d.isdigit() or not n.isdigit()
+            or field not in ("tflops", "ms", "extra")):
+        raise SourceError("expected bench:DTYPE:D:full|causal:IMPL:N[:ms|extra], D and N "
+                          "numbers")
     if "bench" not in cache:
         try:
             cache["bench"] = json.loads(_read(folder, "h200.json")).get("results", [])
@@ -210,12 +217,17 @@ def bench_figure(folder, args, cache):
                     and int(r["d"]) == int(d) and bool(r["causal"]) == (mask == "causal")
                     and int(r["n_q"]) == int(n) and int(r["n_kv"]) == int(n)
                     and r.get("tflops") is not None):
-                best = max(best or 0.0, float(r["tflops"]))
+                if best is None or float(r["tflops"]) > float(best["tflops"]):
+                    best = r
         except (KeyError, TypeError, ValueError):
             raise SourceError(f"h200.json has a result without the usual fields: {r!r:.120}")
     if best is None:
         raise SourceError(f"h200.json has no {impl} result for {dtype} d={d} {mask} N={n}")
-    return float(f"{best:.1f}")
+    if field == "ms":
+        return float(best["median_ms"])
+    if field == "extra":
+        return Text(human_bytes(best.get("extra_device_bytes")))
+    return float(f"{float(best['tflops']):.1f}")
 
 
 # ------------------------------------------------------------------- the logs of counts
