@@ -29,7 +29,9 @@ folder, docs/results/ unless told otherwise):
   sweep:STEP:WHAT              h200-sweep.txt, STEP's problems or failed
   sanitizer:WHAT               h200-sanitizer.txt: runs (tool runs listed), errors (runs
                                with errors, from its summary line)
-  exercises:WHAT               h200-exercises.txt: count (exercises listed), violations
+  exercises:WHAT               h200-exercises.txt: count (exercises listed), violations,
+                               or COLUMN:WORD, the exercises whose COLUMN (diff, compiles,
+                               skeleton, solution) reads WORD (skeleton:fails, …)
   traffic:IMPL:FIELD           h200-traffic.json, the result of IMPL, numeric FIELD
                                (dram_read_bytes, dram_write_bytes, analytic_bytes)
   md:FILE:ROW:COLUMN           a Markdown table of results FILE (h200-profile.md, …): the
@@ -284,11 +286,6 @@ def sanitizer_figure(folder, args, cache):
 
 def exercises_figure(folder, args, cache):
     text = _read(folder, "h200-exercises.txt")
-    if args == ["count"]:
-        n = len(re.findall(r"^\d\d\s+\S+\s+(?:ok|FAILS?)\b", text, re.M))
-        if not n:
-            raise SourceError("h200-exercises.txt lists no exercise: has the format changed?")
-        return Count(n)
     if args == ["violations"]:
         m = re.search(r"^check_exercises: (\d+) violation", text, re.M)
         if m:
@@ -296,7 +293,25 @@ def exercises_figure(folder, args, cache):
         if re.search(r"^check_exercises: (?:all|no violation)", text, re.M):
             return Count(0)
         raise SourceError("h200-exercises.txt has no 'check_exercises:' summary line")
-    raise SourceError("expected exercises:count or exercises:violations")
+    rows, header = [], None
+    for line in text.splitlines():
+        cells = SPLIT.split(line.strip())
+        if cells[:2] == ["ex", "step"]:
+            header = cells
+        elif header and re.fullmatch(r"\d\d", cells[0]):
+            if len(cells) != len(header):
+                raise SourceError(f"h200-exercises.txt: the row {line.strip()!r} does not match "
+                                  f"the header ({', '.join(header)}): has the format changed?")
+            rows.append(dict(zip(header, cells)))
+    if not rows:
+        raise SourceError("h200-exercises.txt has no table of exercises: has the format changed?")
+    if args == ["count"]:
+        return Count(len(rows))
+    if len(args) == 2 and args[0] in header[2:]:
+        # exercises:COLUMN:WORD, the rows whose COLUMN begins with WORD (skeleton:fails, …)
+        return Count(sum(1 for r in rows if r[args[0]].split()[0].lower() == args[1].lower()))
+    raise SourceError("expected exercises:count, exercises:violations or exercises:COLUMN:WORD "
+                      f"(COLUMN one of {', '.join(header[2:])})")
 
 
 def traffic_figure(folder, args, cache):
