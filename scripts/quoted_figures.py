@@ -193,6 +193,11 @@ def tour_figure(folder, args, cache):
     cell = row[header]
     if col in TOUR_NUMERIC:
         return _number(cell, f"h200-tour.txt problem {p}, {step}, {header}")
+    if col == "maxn":
+        if not cell.isdigit():
+            raise SourceError(f"h200-tour.txt problem {p}, {step}, {header} reads {cell!r}, "
+                              "not a count: has the format changed?")
+        return Count(cell)
     return Text(cell)
 
 
