@@ -36,7 +36,8 @@ folder, docs/results/ unless told otherwise):
                                (dram_read_bytes, dram_write_bytes, analytic_bytes)
   md:FILE:ROW:COLUMN           a Markdown table of results FILE (h200-profile.md, …): the
                                row whose first cell is ROW, the column headed COLUMN; the
-                               pair must name one cell of the file
+                               pair must name one cell of the file (md:FILE@T:ROW:COLUMN:
+                               one cell of its T-th table, 1, 2, … in file order)
   calc:EXPR                    arithmetic (+ - * / parentheses, numbers) on sources written
                                in brackets, e.g. calc:[bench:…:4096]/[bench:…:4096]
 
@@ -340,13 +341,16 @@ def _md_cells(line):
 
 
 def md_figure(folder, args, cache):
-    if len(args) != 3 or not args[0].endswith(".md"):
-        raise SourceError("expected md:FILE.md:ROW:COLUMN")
-    name, row, col = args
+    if len(args) > 3:  # a row name with colons in it ("pipe: xu"); the column has none
+        args = [args[0], ":".join(args[1:-1]), args[-1]]
+    name, _, nth = args[0].partition("@") if args else ("", "", "")
+    if len(args) != 3 or not name.endswith(".md") or (nth and not nth.isdigit()):
+        raise SourceError("expected md:FILE.md:ROW:COLUMN or md:FILE.md@TABLE:ROW:COLUMN")
+    row, col = args[1], args[2]
     if os.sep in name or "/" in name:
         raise SourceError(f"{name}: a file of the results folder, named without a folder")
     lines = _read(folder, name).splitlines()
-    found, header = [], None
+    found, header, table = [], None, 0
     for no, line in enumerate(lines, 1):
         if not line.lstrip().startswith("|"):
             header = None
@@ -354,6 +358,9 @@ def md_figure(folder, args, cache):
         cells = _md_cells(line)
         if header is None:
             header = cells
+            table += 1
+            continue
+        if nth and table != int(nth):
             continue
         if all(re.fullmatch(r":?-+:?", c) for c in cells if c):
             continue
@@ -362,7 +369,8 @@ def md_figure(folder, args, cache):
             if i < len(cells):
                 found.append((no, cells[i]))
     if len(found) != 1:
-        raise SourceError(f"{name}: {len(found)} cells in row {row!r}, column {col!r}"
+        raise SourceError(f"{name}" + (f" table {nth}" if nth else "")
+                          + f": {len(found)} cells in row {row!r}, column {col!r}"
                           + (" (lines " + ", ".join(str(n) for n, _ in found) + ")"
                              if found else "") + "; the pair must name exactly one")
     cell = found[0][1]
