@@ -49,6 +49,7 @@ names the page, the line, the marker and the reason: it never passes silently.
 """
 
 import ast
+import decimal
 import json
 import operator
 import os
@@ -469,7 +470,9 @@ def render(value, quoted):
     if isinstance(value, Count):
         return str(int(value))
     decimals = len(quoted.split(".")[1]) if quoted and "." in quoted else 0
-    return f"{value:.{decimals}f}"
+    # halves round away from zero, as a reader rounds (496.5 → 497), not to even
+    step = decimal.Decimal(1).scaleb(-decimals)
+    return str(decimal.Decimal(repr(float(value))).quantize(step, decimal.ROUND_HALF_UP))
 
 
 def fill_text(text, folder, cache, where):
