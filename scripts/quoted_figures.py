@@ -32,6 +32,8 @@ folder, docs/results/ unless told otherwise):
   exercises:WHAT               h200-exercises.txt: count (exercises listed), violations,
                                or COLUMN:WORD, the exercises whose COLUMN (diff, compiles,
                                skeleton, solution) reads WORD (skeleton:fails, …)
+  further:count|failed         h200-going-further.txt: the tasks listed, and those whose test
+                               failed (Catch2's summary says so; a crash has none)
   traffic:IMPL:FIELD           h200-traffic.json, the result of IMPL, numeric FIELD
                                (dram_read_bytes, dram_write_bytes, analytic_bytes)
   md:FILE:ROW:COLUMN           a Markdown table of results FILE (h200-profile.md, …): the
@@ -68,7 +70,8 @@ VALUE = (r"(?:\d+(?:\.\d+)?(?:e[-+]?\d+)?(?: (?:B|KiB|MiB|GiB|TiB)\b)?"
          r"|(?:" + _WORD_ALT + r")\b)")
 MARKER_RE = re.compile(r"<!--([a-z]+):([^<>]*?)-->(" + VALUE + ")?")
 CODE_RE = re.compile(r"^```.*?^```|`[^`\n]+`", re.M | re.S)
-KINDS = ("ceiling", "tour", "bench", "tests", "sweep", "sanitizer", "exercises", "traffic",
+KINDS = ("ceiling", "tour", "bench", "tests", "sweep", "sanitizer", "exercises", "further",
+         "traffic",
          "md", "calc")
 
 
@@ -321,6 +324,23 @@ def exercises_figure(folder, args, cache):
                       f"(COLUMN one of {', '.join(header[2:])})")
 
 
+def further_figure(folder, args, cache):
+    text = _read(folder, "h200-going-further.txt")
+    sections = re.split(r"^== going further ", text, flags=re.M)[1:]
+    if not sections:
+        raise SourceError("h200-going-further.txt has no '== going further' section: has the "
+                          "format changed?")
+    if args == ["count"]:
+        return Count(len(sections))
+    if args == ["failed"]:
+        # a task's test "fails" when Catch2 reports a failed test case (not a crash: it ends
+        # with its summary line)
+        return Count(sum(1 for sec in sections
+                         if re.search(r"^test cases: *\d+ \| (?:\d+ passed \| )?\d+ failed", sec,
+                                      re.M)))
+    raise SourceError("expected further:count or further:failed")
+
+
 def traffic_figure(folder, args, cache):
     if len(args) != 2:
         raise SourceError("expected traffic:IMPL:FIELD")
@@ -439,7 +459,7 @@ def ceiling_figure(folder, args, cache, ceilings=None):
 
 SOURCES = {"tour": tour_figure, "bench": bench_figure, "tests": tests_figure,
            "sweep": sweep_figure, "sanitizer": sanitizer_figure,
-           "exercises": exercises_figure, "traffic": traffic_figure, "md": md_figure,
+           "exercises": exercises_figure, "further": further_figure, "traffic": traffic_figure, "md": md_figure,
            "calc": calc_figure, "ceiling": ceiling_figure}
 
 
