@@ -23,6 +23,10 @@ folder, docs/results/ unless told otherwise):
                                decimal, as h200.md and the README table print it;
                                with :ms the median time of that result, with :extra its
                                extra device memory as h200.md prints it
+  span:DTYPE:D:MASK:IMPL[/PEER]:NLO-NHI:min|max
+                               the least or greatest bench: TFLOP/s of IMPL (or ratio to PEER)
+                               over the lengths NLO…NHI in h200.json; D and MASK may list
+                               several, joined by + (64+128, full+causal)
   tests:WHAT:GROUP             h200-tests.txt: WHAT is count, passed, failed or skipped,
                                GROUP the part of the test names before "/" (cpu,
                                01_naive_attention, …) or all
@@ -70,7 +74,7 @@ VALUE = (r"(?:\d+(?:\.\d+)?(?:e[-+]?\d+)?(?: (?:B|KiB|MiB|GiB|TiB)\b)?"
          r"|(?:" + _WORD_ALT + r")\b)")
 MARKER_RE = re.compile(r"<!--([a-z]+):([^<>]*?)-->(" + VALUE + ")?")
 CODE_RE = re.compile(r"^```.*?^```|`[^`\n]+`", re.M | re.S)
-KINDS = ("ceiling", "tour", "bench", "tests", "sweep", "sanitizer", "exercises", "further",
+KINDS = ("ceiling", "tour", "bench", "span", "tests", "sweep", "sanitizer", "exercises", "further",
          "traffic",
          "md", "calc")
 
@@ -240,6 +244,39 @@ def bench_figure(folder, args, cache):
     if field == "extra":
         return Text(human_bytes(best.get("extra_device_bytes")))
     return float(f"{float(best['tflops']):.1f}")
+
+
+def span_figure(folder, args, cache):
+    """The least or the greatest, over the lengths N measured from NLO to NHI (and over
+    every head dim and mask listed, joined by +), of IMPL's TFLOP/s or of the ratio IMPL/PEER,
+    each figure taken at one decimal as bench: takes it."""
+    if len(args) != 6 or args[5] not in ("min", "max") or "-" not in args[4]:
+        raise SourceError("expected span:DTYPE:D[+D]:MASK[+MASK]:IMPL[/PEER]:NLO-NHI:min|max")
+    dtype, ds, masks, impls, ns, which = args
+    lo, _, hi = ns.partition("-")
+    if not lo.isdigit() or not hi.isdigit():
+        raise SourceError(f"span: {ns!r} is not a range of lengths NLO-NHI")
+    impl, _, peer = impls.partition("/")
+    if "bench" not in cache:
+        try:
+            cache["bench"] = json.loads(_read(folder, "h200.json")).get("results", [])
+        except ValueError as e:
+            raise SourceError(f"h200.json is not JSON: {e}")
+    lengths = sorted({int(r["n_q"]) for r in cache["bench"]
+                      if str(r.get("impl")) == impl and int(lo) <= int(r["n_q"]) <= int(hi)})
+    if not lengths:
+        raise SourceError(f"h200.json has no {impl} result with {lo} <= N <= {hi}")
+    values = []
+    for d in ds.split("+"):
+        for mask in masks.split("+"):
+            for n in lengths:
+                a = bench_figure(folder, [dtype, d, mask, impl, str(n)], cache)
+                if peer:
+                    b = bench_figure(folder, [dtype, d, mask, peer, str(n)], cache)
+                    values.append(a / b)
+                else:
+                    values.append(a)
+    return min(values) if which == "min" else max(values)
 
 
 # ------------------------------------------------------------------- the logs of counts
@@ -459,7 +496,7 @@ def ceiling_figure(folder, args, cache, ceilings=None):
 
 SOURCES = {"tour": tour_figure, "bench": bench_figure, "tests": tests_figure,
            "sweep": sweep_figure, "sanitizer": sanitizer_figure,
-           "exercises": exercises_figure, "further": further_figure, "traffic": traffic_figure, "md": md_figure,
+           "exercises": exercises_figure, "further": further_figure, "span": span_figure, "traffic": traffic_figure, "md": md_figure,
            "calc": calc_figure, "ceiling": ceiling_figure}
 
 
