@@ -38,6 +38,9 @@ folder, docs/results/ unless told otherwise):
                                skeleton, solution) reads WORD (skeleton:fails, …)
   further:count|failed         h200-going-further.txt: the tasks listed, and those whose test
                                failed (Catch2's summary says so; a crash has none)
+  pyapi:STEP:DTYPE:rel|L:min|max
+                               h200-python-api.txt: the least or greatest relative error of
+                               O (rel) or error of L over STEP's rows in DTYPE (bfloat16, …)
   traffic:IMPL:FIELD           h200-traffic.json, the result of IMPL, numeric FIELD
                                (dram_read_bytes, dram_write_bytes, analytic_bytes)
   md:FILE:ROW:COLUMN           a Markdown table of results FILE (h200-profile.md, …): the
@@ -74,7 +77,7 @@ VALUE = (r"(?:\d+(?:\.\d+)?(?:e[-+]?\d+)?(?: (?:B|KiB|MiB|GiB|TiB)\b)?"
          r"|(?:" + _WORD_ALT + r")\b)")
 MARKER_RE = re.compile(r"<!--([a-z]+):([^<>]*?)-->(" + VALUE + ")?")
 CODE_RE = re.compile(r"^```.*?^```|`[^`\n]+`", re.M | re.S)
-KINDS = ("ceiling", "tour", "bench", "span", "tests", "sweep", "sanitizer", "exercises", "further",
+KINDS = ("ceiling", "tour", "bench", "span", "pyapi", "tests", "sweep", "sanitizer", "exercises", "further",
          "traffic",
          "md", "calc")
 
@@ -378,6 +381,21 @@ def further_figure(folder, args, cache):
     raise SourceError("expected further:count or further:failed")
 
 
+def pyapi_figure(folder, args, cache):
+    if len(args) != 4 or args[2] not in ("rel", "L") or args[3] not in ("min", "max"):
+        raise SourceError("expected pyapi:STEP:DTYPE:rel|L:min|max")
+    step, dtype, what, which = args
+    values = []
+    for line in _read(folder, "h200-python-api.txt").splitlines():
+        m = re.match(r"^(\S+)\s+(\S+)\s+\S+ causal=\w+: rel err (\S+), L err (\S+)", line)
+        if m and m.group(1) == step and m.group(2) == dtype:
+            values.append(_number(m.group(3) if what == "rel" else m.group(4),
+                                  f"h200-python-api.txt, {step} {dtype}"))
+    if not values:
+        raise SourceError(f"h200-python-api.txt has no measured row of {step} in {dtype}")
+    return min(values) if which == "min" else max(values)
+
+
 def traffic_figure(folder, args, cache):
     if len(args) != 2:
         raise SourceError("expected traffic:IMPL:FIELD")
@@ -496,7 +514,8 @@ def ceiling_figure(folder, args, cache, ceilings=None):
 
 SOURCES = {"tour": tour_figure, "bench": bench_figure, "tests": tests_figure,
            "sweep": sweep_figure, "sanitizer": sanitizer_figure,
-           "exercises": exercises_figure, "further": further_figure, "span": span_figure, "traffic": traffic_figure, "md": md_figure,
+           "exercises": exercises_figure, "further": further_figure, "span": span_figure,
+           "pyapi": pyapi_figure, "traffic": traffic_figure, "md": md_figure,
            "calc": calc_figure, "ceiling": ceiling_figure}
 
 
