@@ -8,6 +8,8 @@ Registered in ctest as conventions/quoted_figures_tool. What it checks:
      marker, the figure quoted and the figure of the file; the page is left unchanged.
   2. Filling the page rewrites exactly the stale figures (decimals, count words and units as
      the page writes them; a calc: figure from its sources); --check passes afterwards.
+     The benchmark (best over layouts, its time and memory, a range over lengths) and the
+     cells of Markdown results tables (one table named when two hold the same cell) too.
   3. A tour that gains a column (a dtype column before "what it teaches") gives the same
      figures: columns are found by their header.
   4. A tour whose rows no longer match their header, and a marker naming a step, a column or
@@ -16,6 +18,7 @@ Registered in ctest as conventions/quoted_figures_tool. What it checks:
 Exit status 0 when every check holds, 1 otherwise (each failure printed). Standard library.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -50,6 +53,51 @@ TESTS = """# ctest on a test GPU
  2/3 Test   #2: 04_flash_attention/shapes ............   Passed    1.20 sec
  3/3 Test   #3: 04_flash_attention/causal ............   Passed    1.13 sec
 """
+
+BENCH = {"results": [
+    {"impl": "04_flash_attention", "dtype": "fp32", "d": 64, "causal": False, "batch": 4,
+     "heads_q": 32, "heads_kv": 32, "n_q": n, "n_kv": n, "layout": layout, "median_ms": ms,
+     "tflops": tf, "extra_device_bytes": 136314880}
+    for n, layout, ms, tf in ((1024, "bnhd", 0.9, 38.96), (1024, "bhnd", 1.0, 35.0),
+                              (4096, "bnhd", 13.78, 39.94))] + [
+    {"impl": "cublas_baseline", "dtype": "fp32", "d": 64, "causal": False, "batch": 4,
+     "heads_q": 32, "heads_kv": 32, "n_q": n, "n_kv": n, "layout": "bnhd", "median_ms": ms,
+     "tflops": tf, "extra_device_bytes": 8724152320}
+    for n, ms, tf in ((1024, 1.4, 25.16), (4096, 19.5, 28.24))]}
+
+PROFILE = """# profiles
+
+| metric | 05_tensor_cores | 06_flash_attention_2 |
+|---|---|---|
+| duration (µs) | 2414.2 | 1584.8 |
+| pipe: xu | 12.5 | 20.8 |
+
+| metric | 06_flash_attention_2 |
+|---|---|
+| duration (µs) | 1563.0 |
+"""
+
+BENCH_PAGE = """# Another chapter
+
+Step 04 runs at <!--bench:fp32:64:full:04_flash_attention:4096-->39.0 TFLOP/s
+(<!--bench:fp32:64:full:04_flash_attention:4096:ms-->13.8 ms), best over the layouts at
+`N = 1024`: <!--bench:fp32:64:full:04_flash_attention:1024-->35.0; extra memory
+<!--bench:fp32:64:full:04_flash_attention:4096:extra-->128.0 MiB; against cuBLAS
+<!--span:fp32:64:full:04_flash_attention/cublas_baseline:1024-4096:min-->1.41–<!--span:fp32:64:full:04_flash_attention/cublas_baseline:1024-4096:max-->1.55×.
+Profiles: <!--md:h200-profile.md@1:duration (µs):06_flash_attention_2-->1584.8 µs, then
+<!--md:h200-profile.md@2:duration (µs):06_flash_attention_2-->1584.8 µs; the `xu` pipe at
+<!--md:h200-profile.md:pipe: xu:05_tensor_cores-->12.5%.
+"""
+
+BENCH_FILLED = [
+    "<!--bench:fp32:64:full:04_flash_attention:4096-->39.9 TFLOP/s",
+    "<!--bench:fp32:64:full:04_flash_attention:4096:ms-->13.8 ms",
+    "<!--bench:fp32:64:full:04_flash_attention:1024-->39.0;",
+    "<!--bench:fp32:64:full:04_flash_attention:4096:extra-->130.0 MiB",
+    "1024-4096:min-->1.41–", "1024-4096:max-->1.55×",
+    "<!--md:h200-profile.md@2:duration (µs):06_flash_attention_2-->1563.0 µs",
+    "<!--md:h200-profile.md:pipe: xu:05_tensor_cores-->12.5%",
+]
 
 STALE_PAGE = """# A chapter
 
@@ -134,6 +182,26 @@ def main():
         write(os.path.join(results, "h200-tour.txt"), TOUR_WITH_DTYPE)
         rc, out = run(results, page, check=True)
         expect(rc == 0, f"a tour with a dtype column gives the same figures (rc {rc}):\n{out}")
+
+        # 2b. the benchmark, its ranges and the Markdown tables, filled from a fixture
+        with open(os.path.join(results, "h200.json"), "w", encoding="utf-8") as f:
+            json.dump(BENCH, f)
+        write(os.path.join(results, "h200-profile.md"), PROFILE)
+        bench_page = os.path.join(tmp, "bench.md")
+        write(bench_page, BENCH_PAGE)
+        rc, out = run(results, bench_page, check=True)
+        expect(rc == 1 and "quotes 39.0, the results say 39.9" in out,
+               f"a stale benchmark figure fails --check:\n{out}")
+        rc, out = run(results, bench_page, check=False)
+        filled = read(bench_page)
+        expect(rc == 0, f"filling the benchmark page exits 0 (got {rc}):\n{out}")
+        for piece in BENCH_FILLED:
+            expect(piece in filled, f"the filled benchmark page has {piece!r}:\n{filled}")
+        write(bench_page, "# Page\n\nA cell: <!--md:h200-profile.md:duration (µs):"
+              "06_flash_attention_2-->1.0 here.\n")
+        rc, out = run(results, bench_page, check=True)
+        expect(rc == 1 and "2 cells in row 'duration (µs)'" in out,
+               f"an md: figure that two tables hold fails until a table is named:\n{out}")
 
         # 4. loud failures
         broken = TOUR.replace("0.137     7.86", "0.137 7.86")  # two cells run together
