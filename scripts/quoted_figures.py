@@ -24,9 +24,10 @@ folder, docs/results/ unless told otherwise):
                                with :ms the median time of that result, with :extra its
                                extra device memory as h200.md prints it
   span:DTYPE:D:MASK:IMPL[/PEER]:NLO-NHI:min|max
-                               the least or greatest bench: TFLOP/s of IMPL (or ratio to PEER)
-                               over the lengths NLO…NHI in h200.json; D and MASK may list
-                               several, joined by + (64+128, full+causal)
+                               the least or greatest bench: TFLOP/s of IMPL (or ratio to PEER,
+                               PEER@DTYPE for a peer in another dtype) over the lengths
+                               NLO…NHI in h200.json; D and MASK may list several, joined by +
+                               (64+128, full+causal)
   tests:WHAT:GROUP             h200-tests.txt: WHAT is count, passed, failed or skipped,
                                GROUP the part of the test names before "/" (cpu,
                                01_naive_attention, …) or all
@@ -47,8 +48,8 @@ folder, docs/results/ unless told otherwise):
                                row whose first cell is ROW, the column headed COLUMN; the
                                pair must name one cell of the file (md:FILE@T:ROW:COLUMN:
                                one cell of its T-th table, 1, 2, … in file order)
-  calc:EXPR                    arithmetic (+ - * / parentheses, numbers) on sources written
-                               in brackets, e.g. calc:[bench:…:4096]/[bench:…:4096]
+  calc:EXPR                    arithmetic (+ - * /, parentheses, min(), max(), numbers) on
+                               sources written in brackets, e.g. calc:[bench:…:4096]/[bench:…:4096]
 
 A number is written with as many decimals as the page shows; a count written as a word
 ("eight") stays a word; a figure the file prints with a unit or an exponent (32.0 MiB,
@@ -260,6 +261,7 @@ def span_figure(folder, args, cache):
     if not lo.isdigit() or not hi.isdigit():
         raise SourceError(f"span: {ns!r} is not a range of lengths NLO-NHI")
     impl, _, peer = impls.partition("/")
+    peer, _, peer_dtype = peer.partition("@")  # PEER@DTYPE: the peer in another dtype
     if "bench" not in cache:
         try:
             cache["bench"] = json.loads(_read(folder, "h200.json")).get("results", [])
@@ -275,7 +277,8 @@ def span_figure(folder, args, cache):
             for n in lengths:
                 a = bench_figure(folder, [dtype, d, mask, impl, str(n)], cache)
                 if peer:
-                    b = bench_figure(folder, [dtype, d, mask, peer, str(n)], cache)
+                    b = bench_figure(folder, [peer_dtype or dtype, d, mask, peer, str(n)],
+                                     cache)
                     values.append(a / b)
                 else:
                     values.append(a)
@@ -472,7 +475,10 @@ def _eval(node):
         return _OPS[type(node.op)](_eval(node.left), _eval(node.right))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
         return _OPS[type(node.op)](_eval(node.operand))
-    raise SourceError("calc takes numbers, + - * / and parentheses only")
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("min", "max") and node.args and not node.keywords):
+        return (min if node.func.id == "min" else max)(_eval(a) for a in node.args)
+    raise SourceError("calc takes numbers, + - * /, parentheses, min() and max() only")
 
 
 def calc_figure(folder, args, cache):
