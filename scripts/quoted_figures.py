@@ -11,7 +11,9 @@ folder, docs/results/ unless told otherwise):
 
   ceiling:NAME                 h200-ceilings.json, figure NAME (bf16_tflops, copy_tbps, …);
                                while that file does not exist these are left as they are
-  tour:P:STEP:COLUMN           h200-tour.txt, problem P (1, 2, … in file order), the row of
+  tour:P:STEP:COLUMN           h200-tour.txt, problem P (the words of its 'Problem:' line
+                               joined by +, e.g. Nq=4096+causal+fp32, naming one problem;
+                               or 1, 2, … in file order), the row of
                                STEP, the column COLUMN: err (max|err|), ms, tflops, nxn
                                (NxN bytes), extra (extra mem), maxn (max N); the column is
                                found by its header, so new columns do not move it
@@ -174,12 +176,21 @@ def tour_figure(folder, args, cache):
     if "tour" not in cache:
         cache["tour"] = parse_tour(_read(folder, "h200-tour.txt"))
     problems = cache["tour"]
-    if len(args) not in (2, 3) or not args[0].isdigit():
+    if len(args) not in (2, 3) or not args[0]:
         raise SourceError("expected tour:P:STEP:COLUMN or tour:P:FIGURE")
-    p = int(args[0])
-    if not 1 <= p <= len(problems):
-        raise SourceError(f"h200-tour.txt has problems 1 to {len(problems)}, not {p}")
-    prob = problems[p - 1]
+    p = args[0]
+    if p.isdigit():
+        if not 1 <= int(p) <= len(problems):
+            raise SourceError(f"h200-tour.txt has problems 1 to {len(problems)}, not {p}")
+        prob = problems[int(p) - 1]
+    else:  # words of the Problem: line, joined by +, e.g. Nq=4096+causal+fp32
+        words = set(p.split("+"))
+        matches = [q for q in problems if words <= set(q["head"][0].split())]
+        if len(matches) != 1:
+            raise SourceError(f"h200-tour.txt: {len(matches)} problems have all of the words "
+                              f"{', '.join(sorted(words))} in their 'Problem:' line; the "
+                              "marker must name exactly one")
+        prob = matches[0]
     if len(args) == 2:
         if args[1] not in TOUR_FIGURES:
             raise SourceError(f"unknown tour figure {args[1]!r} (known: "

@@ -101,7 +101,7 @@ BENCH_FILLED = [
 
 STALE_PAGE = """# A chapter
 
-The tour runs step 04 in <!--tour:1:04_flash_attention:ms-->0.855 ms at
+The tour runs step 04 in <!--tour:Nq=1024+fp32:04_flash_attention:ms-->0.855 ms at
 <!--tour:1:04_flash_attention:tflops-->20.09 TFLOP/s; step 01 needs
 <!--tour:1:01_naive_attention:extra-->16.0 MiB, and the CPU reference took <!--tour:1:cpu_s-->0.21 s.
 
@@ -115,7 +115,7 @@ then <!--tests:failed:cpu-->zero CPU tests failed.
 """
 
 FILLED_LINES = [
-    "<!--tour:1:04_flash_attention:ms-->0.137 ms",
+    "<!--tour:Nq=1024+fp32:04_flash_attention:ms-->0.137 ms",
     "<!--tour:1:04_flash_attention:tflops-->7.86 TFLOP/s",
     "<!--tour:1:01_naive_attention:extra-->32.0 MiB",
     "<!--tour:1:cpu_s-->0.18 s",
@@ -162,7 +162,8 @@ def main():
         # 1. stale figures fail --check, named precisely, and nothing is written
         rc, out = run(results, page, check=True)
         expect(rc == 1, f"--check on a stale page exits 1 (got {rc}):\n{out}")
-        expect(f"{page}:3: <!--tour:1:04_flash_attention:ms--> quotes 0.855, the results say "
+        expect(f"{page}:3: <!--tour:Nq=1024+fp32:04_flash_attention:ms--> quotes 0.855, the "
+               "results say "
                "0.137" in out, f"--check names page, line, marker, quoted and expected:\n{out}")
         expect("quotes seven, the results say two" in out, f"a count word is checked:\n{out}")
         expect(read(page) == STALE_PAGE, "--check leaves the page as it was")
@@ -214,6 +215,8 @@ def main():
                                ("<!--tour:1:04_flash_attention:watts-->1.0",
                                 "unknown tour column 'watts'"),
                                ("<!--tour:1:05_tensor_cores:ms-->1.0", "was skipped"),
+                               ("<!--tour:Nq=1024+bf16:04_flash_attention:ms-->1.0",
+                                "0 problems have all of the words"),
                                ("<!--sweep:04_flash_attention:problems-->500",
                                 "cannot read"),
                                ("<!--tour:1:04_flash_attention:ms-->", "no figure right after")):
