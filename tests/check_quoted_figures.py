@@ -163,8 +163,7 @@ def main():
         rc, out = run(results, page, check=True)
         expect(rc == 1, f"--check on a stale page exits 1 (got {rc}):\n{out}")
         expect(f"{page}:3: <!--tour:Nq=1024+fp32:04_flash_attention:ms--> quotes 0.855, the "
-               "results say "
-               "0.137" in out, f"--check names page, line, marker, quoted and expected:\n{out}")
+               "results say 0.137" in out, f"--check names page, line, marker, quoted and expected:\n{out}")
         expect("quotes seven, the results say two" in out, f"a count word is checked:\n{out}")
         expect(read(page) == STALE_PAGE, "--check leaves the page as it was")
 
