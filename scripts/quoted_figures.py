@@ -19,7 +19,8 @@ folder, docs/results/ unless told otherwise):
                                found by its header, so new columns do not move it
   tour:P:FIGURE                the same problem's lines above the table: cpu_s (CPU
                                reference seconds), stream_err, stream_rel (streaming model
-                               errors), matrix (one N×N fp32 matrix), fewest (fewest bytes)
+                               errors), matrix (one N×N fp32 matrix), fewest (fewest bytes),
+                               gpu_mem (the GPU's memory), free_mem (its free memory)
   bench:DTYPE:D:MASK:IMPL:N[:F] h200.json, best TFLOP/s over the layouts of IMPL at
                                N_q = N_kv = N, head dim D, MASK full or causal; taken at one
                                decimal, as h200.md and the README table print it;
@@ -128,6 +129,8 @@ TOUR_FIGURES = {
     "stream_rel": (r"^CPU streaming model .*, rel (\S+) ", Text),
     "matrix": (r"one N×N fp32 matrix (\S+ \S+)$", Text),
     "fewest": (r"the fewest bytes any pass must move (\S+ \S+);", Text),
+    "gpu_mem": (r"^GPU: .*, ([\d.]+ [KMGT]iB)\)$", Text),
+    "free_mem": (r"free memory \(([\d.]+ [KMGT]iB)\)", Text),
 }
 SPLIT = re.compile(r"\s{2,}")
 
