@@ -7,19 +7,20 @@
      one row per implementation (every step registered in steps/CMakeLists.txt, then
      cublas_baseline, then the PyTorch peers), one column per (dtype, d, causal) measured,
      each cell the best TFLOP/s at N = 4096 (over the layouts measured), "–" if not measured.
-  3. Fills the measured ceilings (docs/results/<gpu>-ceilings.json, written by
-     scripts/ceilings.sh) into the text of README.md, docs/*.md and docs/results/*.md
-     wherever a number follows a marker <!--ceiling:NAME-->, NAME one of the figures
-     of the file (bf16_tflops, fp16_tflops, fp32_tflops, tf32_tflops, copy_tbps), keeping
-     the number of decimals the text has. Without that file the text is left as it is (and
-     it says so). Floors the chapters compute from a ceiling are not recomputed: it lists
-     the files it changed so they can be reread.
+  3. Fills every figure the pages (README.md, docs/*.md, docs/results/*.md) quote from a
+     results file: the number right after a marker <!--SOURCE:KEY-->, which names the file
+     and the figure in it (the sources and their keys: scripts/quoted_figures.py and
+     docs/conventions.md, section Quoted figures), keeping the number of decimals the text
+     has. Ratios and other derived figures are computed from their sources by a calc:
+     marker. The ceilings (docs/results/<gpu>-ceilings.json, written by scripts/ceilings.sh)
+     are one source: without that file their figures are left as they are (and it says so).
   4. With --diagrams, also renders docs/diagrams/*.dot to SVG next to the sources
      (scripts/render_diagrams.py, the one command that does it).
 
 Standard library, plus matplotlib for the plots (without it they are skipped with a note;
 /usr/bin/python3 on Debian has it with python3-matplotlib). Idempotent. --check changes
-nothing and exits 1 if the README table is not what the results say.
+nothing and exits 1 if the README table or a quoted figure is not what the results say,
+naming the page, the line, the marker, the figure quoted and the figure of the file.
 
 Example:
   python3 scripts/refresh_docs.py                       # docs/results/h200.json, prefix h200_
@@ -38,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from make_results import DTYPE_ORDER, impl_rank, is_ours, normalize  # noqa: E402
+import quoted_figures  # noqa: E402
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
@@ -62,11 +64,17 @@ def parse_args(argv=None):
     p.add_argument("--ceilings", default=os.path.join(ROOT, "docs", "results",
                                                       "h200-ceilings.json"),
                    help="ceilings JSON (scripts/ceilings.sh); missing: text left as it is")
-    p.add_argument("--no-ceilings", action="store_true", help="leave the ceiling figures alone")
+    p.add_argument("--figures-from", default=os.path.join(ROOT, "docs", "results"),
+                   help="the folder of the results files the quoted figures come from")
+    p.add_argument("--pages", nargs="+", default=None,
+                   help="the pages whose quoted figures to fill or check "
+                        "(default: README.md, docs/*.md, docs/results/*.md)")
+    p.add_argument("--no-figures", "--no-ceilings", dest="no_figures", action="store_true",
+                   help="leave the quoted figures alone")
     p.add_argument("--diagrams", action="store_true",
                    help="also render docs/diagrams/*.dot to SVG next to the sources")
     p.add_argument("--check", action="store_true",
-                   help="change nothing; exit 1 if the README table or a ceiling figure "
+                   help="change nothing; exit 1 if the README table or a quoted figure "
                         "is out of date")
     return p.parse_args(argv)
 
@@ -158,49 +166,39 @@ def make_plots(results, images, prefix):
     return plots.main(["--results", results, "--outdir", images, "--prefix", prefix])
 
 
-CEILING_RE = re.compile(r"(<!--ceiling:(\w+)-->)(\d+(?:\.\d+)?)")
-
-
-def ceiling_pages():
+def figure_pages():
     return ([os.path.join(ROOT, "README.md")]
             + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
             + sorted(glob.glob(os.path.join(ROOT, "docs", "results", "*.md"))))
 
 
-def fill_ceilings(path, check):
-    """Copies the figures of the ceilings file into the marked numbers of the pages.
-    Returns (exit status, files that changed or, with check, would change)."""
-    if not os.path.exists(path):
-        log(f"refresh_docs.py: {os.path.relpath(path, ROOT)} does not exist (scripts/ceilings.sh "
-            "on the GPU writes it); the ceiling figures in the text are left as they are")
-        return 0, []
-    with open(path, encoding="utf-8") as f:
-        figures = json.load(f).get("figures", {})
-    changed, unknown = [], set()
-
-    def fill(m):
-        name = m.group(2)
-        fig = figures.get(name)
-        if not isinstance(fig, dict) or not isinstance(fig.get("value"), (int, float)):
-            unknown.add(name)
-            return m.group(0)
-        decimals = len(m.group(3).split(".")[1]) if "." in m.group(3) else 0
-        return f"{m.group(1)}{fig['value']:.{decimals}f}"
-
-    for page in ceiling_pages():
+def fill_figures(folder, ceilings, pages, check):
+    """Fills (or, with check, compares) every quoted figure of the pages from its results
+    file (scripts/quoted_figures.py). Returns (exit status, files changed or that would
+    change); every problem is printed with its page, line, marker and values."""
+    cache = {"ceilings_path": ceilings}
+    changed, rc, missing = [], 0, set()
+    for page in pages:
         with open(page, encoding="utf-8") as f:
             text = f.read()
-        new = CEILING_RE.sub(fill, text)
+        where = os.path.relpath(page, ROOT) if page.startswith(ROOT) else page
+        new, problems, absent = quoted_figures.fill_text(text, folder, cache, where)
+        missing |= absent
+        for p in problems:
+            stale = p[5] is None
+            if check or not stale:
+                log("refresh_docs.py: " + quoted_figures.describe(p))
+            if check or not stale:
+                rc = 1
         if new != text:
-            changed.append(os.path.relpath(page, ROOT))
+            changed.append(where)
             if not check:
                 with open(page, "w", encoding="utf-8") as f:
                     f.write(new)
-    if unknown:
-        log(f"refresh_docs.py: {os.path.relpath(path, ROOT)} has no figure "
-            + ", ".join(sorted(unknown)) + f" (it has: {', '.join(sorted(figures)) or 'none'})")
-        return 1, changed
-    return 0, changed
+    for m in sorted(missing):
+        log(f"refresh_docs.py: {m} does not exist (scripts/ceilings.sh on the GPU writes it); "
+            "the figures marked with it are left as they are")
+    return rc, changed
 
 
 def render_diagrams():
@@ -210,21 +208,24 @@ def render_diagrams():
 
 def main(argv=None):
     args = parse_args(argv)
-    with open(args.results, encoding="utf-8") as f:
-        doc = json.load(f)
     rc = 0
 
-    if not args.no_ceilings:
-        rc, changed = fill_ceilings(args.ceilings, args.check)
+    if not args.no_figures:
+        rc, changed = fill_figures(args.figures_from, args.ceilings,
+                                   args.pages or figure_pages(), args.check)
         if args.check and changed:
-            log("refresh_docs.py: ceiling figures out of date in " + ", ".join(changed)
+            log("refresh_docs.py: quoted figures out of date in " + ", ".join(changed)
                 + "; run python3 scripts/refresh_docs.py")
             rc = 1
         elif changed:
-            log("refresh_docs.py: updated the ceiling figures in " + ", ".join(changed)
-                + " (reread the floors computed from them there)")
+            log("refresh_docs.py: updated the quoted figures in " + ", ".join(changed)
+                + " (reread the sentences around them)")
+        elif rc == 0:
+            log("refresh_docs.py: the quoted figures are those of the results files")
 
     if not args.no_readme:
+        with open(args.results, encoding="utf-8") as f:
+            doc = json.load(f)
         with open(args.readme, encoding="utf-8") as f:
             readme = f.read()
         try:

@@ -13,7 +13,8 @@ Registered in ctest as conventions/self_contained. What it checks, over the file
   2. Every relative target of a Markdown link or image, [text](path) or ![alt](path), in a
      tracked .md file, resolved from that file's folder, exists and lies inside the
      repository. Links to web addresses and to anchors of the same page are not checked.
-  3. No line of a Markdown file begins with a ceiling marker (scripts/refresh_docs.py): a
+  3. No line of a Markdown file begins with a quoted-figure marker such as <!--tour:…-->
+     or <!--ceiling:…--> (scripts/refresh_docs.py, scripts/quoted_figures.py): a
      line that starts with an HTML comment is an HTML block on a code host, which would end
      the paragraph and show the rest of the line unrendered.
 
@@ -33,6 +34,7 @@ FORBIDDEN = [
     ("/work" + "/", re.compile(r"(?<![\w.])/work" + r"/")),
 ]
 LINK_RE = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+MARKER_START = re.compile(r"<!--[a-z]+:")
 CODE_SPAN_RE = re.compile(r"`[^`]*`")
 SKIP_DIRS = {".git", "__pycache__", "out"}
 
@@ -73,8 +75,8 @@ def markdown_problems(rel, text):
             continue
         if in_fence:
             continue
-        if line.startswith("<!--ceiling:"):
-            problems.append(f"{rel}:{n}: the line begins with a ceiling marker; move a word "
+        if MARKER_START.match(line):
+            problems.append(f"{rel}:{n}: the line begins with a quoted-figure marker; move a word "
                             "in front of it")
         for m in LINK_RE.finditer(CODE_SPAN_RE.sub("", line)):
             target = m.group(1)

@@ -7,8 +7,8 @@
 //   build/bin/ceilings                                   # table on stdout
 //   build/bin/ceilings --out docs/results/h200-ceilings.json --commit abc1234
 //
-// Every operand is filled with random non-zero values that every format here stores exactly
-// (±k/64, k = 1…64), each figure is the median of repeated CUDA-event timings after untimed
+// Every operand is filled with full-entropy random values (uniform in [-1, 1), every
+// significant bit random), each figure is the median of repeated CUDA-event timings after untimed
 // warm-up runs, and each matrix product is checked on a sample of outputs against the host's
 // double-precision sum (a fast wrong answer is not a ceiling). Without a usable CUDA device
 // it says so and exits with status 77.
@@ -39,15 +39,16 @@ void cublas_check(cublasStatus_t st, const char* what) {
     throw std::runtime_error(std::string(what) + " failed: " + cublasGetStatusString(st));
 }
 
-// The value of element i of operand `seed`: ±k/64 with k in 1…64, from a 64-bit mix of both
-// (splitmix64). Exact in bf16, fp16, TF32 and fp32, so the host can recompute any element.
+// The value of element i of operand `seed`: uniform in [-1, 1) with every one of fp32's 24
+// significant bits random, from a 64-bit mix of both (splitmix64). Full-entropy data, not a
+// few bits: on a tensor core, operands with mostly-zero mantissas (small integers, ±k/64)
+// switch fewer bits, draw less power, and run measurably faster than real data would.
 __host__ __device__ inline float random_value(std::uint64_t seed, std::uint64_t i) {
   std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 1;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
-  const float k = float((z & 63u) + 1u);
-  return (z & 64u) ? -k / 64.0f : k / 64.0f;
+  return float(z >> 40) / 8388608.0f - 1.0f;  // 24 random bits over 2^23, minus 1
 }
 
 template <typename T>
@@ -127,10 +128,16 @@ Figure gemm(cublasHandle_t h, const Settings& s, cudaDataType_t type, cublasComp
     T got_raw;
     CUDA_CHECK(cudaMemcpy(&got_raw, static_cast<const T*>(c.p) + i + std::size_t(j) * n,
                           sizeof(T), cudaMemcpyDeviceToHost));
+    // Row i of A (stride n) and column j of B (contiguous) as stored, so the check sees the
+    // operands after their rounding to T.
+    std::vector<T> row(n), col(n);
+    CUDA_CHECK(cudaMemcpy2D(row.data(), sizeof(T), static_cast<const T*>(a.p) + i,
+                            std::size_t(n) * sizeof(T), sizeof(T), n, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(col.data(), static_cast<const T*>(b.p) + std::size_t(j) * n,
+                          std::size_t(n) * sizeof(T), cudaMemcpyDeviceToHost));
     double want = 0, mag = 0;
     for (int l = 0; l < n; ++l) {
-      const double x = random_value(seed_a, i + std::uint64_t(l) * n);
-      const double y = random_value(seed_b, l + std::uint64_t(j) * n);
+      const double x = to_float(row[l]), y = to_float(col[l]);
       want += x * y;
       mag += std::abs(x * y);
     }
