@@ -75,10 +75,10 @@ long long largest_n(const fa::Problem& base, std::size_t (*workspace)(const fa::
 }
 
 void print_table(const std::vector<Row>& rows) {
-  std::printf("%-22s %-6s %-52s %10s %9s %8s %11s %11s %9s\n", "step", "dtype",
+  std::printf("%-22s  %-6s  %-52s  %10s  %9s  %8s  %11s  %11s  %9s\n", "step", "dtype",
               "what it teaches", "max|err|", "ms", "TFLOP/s", "NxN bytes", "extra mem", "max N");
   for (const Row& r : rows)
-    std::printf("%-22s %-6s %-52.52s %10s %9s %8s %11s %11s %9s\n", r.name.c_str(),
+    std::printf("%-22s  %-6s  %-52.52s  %10s  %9s  %8s  %11s  %11s  %9s\n", r.name.c_str(),
                 fa::dtype_name(r.dtype), r.lesson.c_str(), r.err.c_str(), r.ms.c_str(),
                 r.tflops.c_str(), r.nxn.c_str(), r.extra.c_str(), r.max_n.c_str());
   for (const Row& r : rows) {
