@@ -124,11 +124,11 @@ TOUR_COLUMNS = {"err": "max|err|", "ms": "ms", "tflops": "TFLOP/s", "nxn": "NxN 
                 "extra": "extra mem", "maxn": "max N"}
 TOUR_NUMERIC = {"ms", "tflops"}
 TOUR_FIGURES = {
-    "cpu_s": (r"^CPU reference \([^)]*\): ([\d.]+) s$", float),
+    "cpu_s": (r"^CPU reference \([^)]*\)(?:, fp32 inputs, \d+ rows)?: ([\d.]+) s$", float),
     "stream_err": (r"^CPU streaming model .*max\|err\| (\S+), rel", Text),
     "stream_rel": (r"^CPU streaming model .*, rel (\S+) ", Text),
-    "matrix": (r"one N×N fp32 matrix (\S+ \S+)$", Text),
-    "fewest": (r"the fewest bytes any pass must move (\S+ \S+);", Text),
+    "matrix": (r"one N×N fp32 matrix (\S+ \S+)(?:;|$)", Text),
+    "fewest": (r"the fewest bytes any pass must move:? (?:fp32 )?(\S+ \S+)(?:;| bf16|$)", Text),
     "gpu_mem": (r"^GPU: .*, ([\d.]+ [KMGT]iB)\)$", Text),
     "free_mem": (r"free memory \(([\d.]+ [KMGT]iB)\)", Text),
 }
@@ -155,8 +155,10 @@ def parse_tour(text, name="h200-tour.txt"):
         if header is None:
             current["head"].append(line)
             continue
-        if not line.strip():
-            header = None  # the table ends at the first blank line
+        if not line.strip() or line.startswith("  "):
+            # The table ends at the first blank line, or at the indented notes under it
+            # (a step that cannot run, or was timed fewer times, and why).
+            header = None
             continue
         cells = SPLIT.split(line.strip())
         step = cells[0]
