@@ -37,9 +37,9 @@ class CudaError : public std::runtime_error {
 
 /// \brief Evaluates a CUDA runtime call and throws fa::CudaError with its text, file and line
 /// if it did not return cudaSuccess.
-#define CUDA_CHECK(expr)                                                      \
-  do {                                                                        \
-    const cudaError_t fa_err_ = (expr);                                       \
+#define CUDA_CHECK(expr)                                                                    \
+  do {                                                                                      \
+    const cudaError_t fa_err_ = (expr);                                                     \
     if (fa_err_ != cudaSuccess) ::fa::throw_cuda_error(fa_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 

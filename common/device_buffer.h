@@ -40,7 +40,9 @@ class DeviceBuffer {
   void* get() const { return ptr_; }
   /// \return the device pointer as `T*`
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   /// \return the size in bytes
   std::size_t bytes() const { return bytes_; }
 

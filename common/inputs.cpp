@@ -8,25 +8,40 @@ namespace fa {
 
 const char* distribution_name(Distribution d) {
   switch (d) {
-    case Distribution::Normal: return "normal";
-    case Distribution::Shifted: return "shifted";
-    case Distribution::Large: return "large";
+    case Distribution::Normal:
+      return "normal";
+    case Distribution::Shifted:
+      return "shifted";
+    case Distribution::Large:
+      return "large";
   }
   return "?";
 }
 
 bool parse_distribution(const std::string& s, Distribution* out) {
-  if (s == "normal") { *out = Distribution::Normal; return true; }
-  if (s == "shifted") { *out = Distribution::Shifted; return true; }
-  if (s == "large") { *out = Distribution::Large; return true; }
+  if (s == "normal") {
+    *out = Distribution::Normal;
+    return true;
+  }
+  if (s == "shifted") {
+    *out = Distribution::Shifted;
+    return true;
+  }
+  if (s == "large") {
+    *out = Distribution::Large;
+    return true;
+  }
   return false;
 }
 
 float round_to(DType t, float x) {
   switch (t) {
-    case DType::F32: return x;
-    case DType::F16: return static_cast<float>(Eigen::half(x));
-    case DType::BF16: return static_cast<float>(Eigen::bfloat16(x));
+    case DType::F32:
+      return x;
+    case DType::F16:
+      return static_cast<float>(Eigen::half(x));
+    case DType::BF16:
+      return static_cast<float>(Eigen::bfloat16(x));
   }
   return x;
 }

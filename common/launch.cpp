@@ -26,11 +26,10 @@ void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, vo
   CUDA_CHECK(cudaGetDevice(&device));
   // The device is only asked for its limits when the step has limits to check.
   const DeviceLimits limits = step.check_device ? device_limits(device) : DeviceLimits{};
-  if (std::string e = check_launch(step, p, t, limits); !e.empty())
-    throw std::invalid_argument(e);
+  if (std::string e = check_launch(step, p, t, limits); !e.empty()) throw std::invalid_argument(e);
   if (step.workspace_bytes && step.workspace_bytes(p) > 0 && workspace == nullptr)
-    throw std::invalid_argument(std::string("workspace is null but step ") + step.name +
-                                " needs " + std::to_string(step.workspace_bytes(p)) + " bytes");
+    throw std::invalid_argument(std::string("workspace is null but step ") + step.name + " needs " +
+                                std::to_string(step.workspace_bytes(p)) + " bytes");
   step.run(p, t, workspace, stream);
   CUDA_CHECK_LAUNCH();
 }

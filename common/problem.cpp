@@ -10,9 +10,12 @@ std::size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "fp32";
-    case DType::F16: return "fp16";
-    case DType::BF16: return "bf16";
+    case DType::F32:
+      return "fp32";
+    case DType::F16:
+      return "fp16";
+    case DType::BF16:
+      return "bf16";
   }
   return "?";
 }
@@ -20,15 +23,30 @@ const char* dtype_name(DType t) {
 const char* layout_name(Layout l) { return l == Layout::BNHD ? "bnhd" : "bhnd"; }
 
 bool parse_dtype(const std::string& s, DType* out) {
-  if (s == "fp32" || s == "f32" || s == "float32") { *out = DType::F32; return true; }
-  if (s == "fp16" || s == "f16" || s == "float16") { *out = DType::F16; return true; }
-  if (s == "bf16" || s == "bfloat16") { *out = DType::BF16; return true; }
+  if (s == "fp32" || s == "f32" || s == "float32") {
+    *out = DType::F32;
+    return true;
+  }
+  if (s == "fp16" || s == "f16" || s == "float16") {
+    *out = DType::F16;
+    return true;
+  }
+  if (s == "bf16" || s == "bfloat16") {
+    *out = DType::BF16;
+    return true;
+  }
   return false;
 }
 
 bool parse_layout(const std::string& s, Layout* out) {
-  if (s == "bnhd") { *out = Layout::BNHD; return true; }
-  if (s == "bhnd") { *out = Layout::BHND; return true; }
+  if (s == "bnhd") {
+    *out = Layout::BNHD;
+    return true;
+  }
+  if (s == "bhnd") {
+    *out = Layout::BHND;
+    return true;
+  }
   return false;
 }
 
@@ -54,12 +72,8 @@ Strides make_strides(Layout l, int n, int h, int d) {
 
 Strides Problem::q_strides() const { return make_strides(layout, n_q, heads_q, head_dim); }
 Strides Problem::kv_strides() const { return make_strides(layout, n_kv, heads_kv, head_dim); }
-std::int64_t Problem::q_elems() const {
-  return std::int64_t{batch} * heads_q * n_q * head_dim;
-}
-std::int64_t Problem::kv_elems() const {
-  return std::int64_t{batch} * heads_kv * n_kv * head_dim;
-}
+std::int64_t Problem::q_elems() const { return std::int64_t{batch} * heads_q * n_q * head_dim; }
+std::int64_t Problem::kv_elems() const { return std::int64_t{batch} * heads_kv * n_kv * head_dim; }
 std::int64_t Problem::lse_elems() const { return std::int64_t{batch} * heads_q * n_q; }
 
 int Problem::kv_end(int i) const {

@@ -55,14 +55,14 @@ struct Strides {
 
 /// \brief An attention problem: shapes, options and the layout of the tensors.
 struct Problem {
-  int batch = 1;      ///< B
-  int heads_q = 1;    ///< H_q, query (and output) heads
-  int heads_kv = 1;   ///< H_kv, key/value heads; H_q must be a multiple of it
-  int n_q = 1;        ///< N_q, query rows
-  int n_kv = 1;       ///< N_kv, key/value rows
-  int head_dim = 64;  ///< d
-  float scale = 0.f;  ///< softmax scale; 0 means 1/sqrt(d)
-  bool causal = false;  ///< causal mask, bottom-right aligned (see kv_end())
+  int batch = 1;                 ///< B
+  int heads_q = 1;               ///< H_q, query (and output) heads
+  int heads_kv = 1;              ///< H_kv, key/value heads; H_q must be a multiple of it
+  int n_q = 1;                   ///< N_q, query rows
+  int n_kv = 1;                  ///< N_kv, key/value rows
+  int head_dim = 64;             ///< d
+  float scale = 0.f;             ///< softmax scale; 0 means 1/sqrt(d)
+  bool causal = false;           ///< causal mask, bottom-right aligned (see kv_end())
   DType dtype = DType::F32;      ///< element type of Q, K, V and O
   Layout layout = Layout::BNHD;  ///< memory layout of Q, K, V and O
 

@@ -132,8 +132,8 @@ std::string check_fits(const char* step, const DeviceLimits& prop, const Problem
   for (const GridNeed& g : grid) {
     const long long limit = prop.maxGridSize[g.axis];
     if (g.blocks > limit)
-      return g.what + " exceeds the grid " + "xyz"[g.axis] + " limit of " +
-             std::to_string(limit) + for_step;
+      return g.what + " exceeds the grid " + "xyz"[g.axis] + " limit of " + std::to_string(limit) +
+             for_step;
   }
   return {};
 }

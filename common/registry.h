@@ -32,15 +32,15 @@ struct DeviceLimits {
 
 /// \brief What a step is and what it supports. Filled in once per step by FA_REGISTER_STEP.
 struct StepInfo {
-  int number = 0;             ///< chapter number, e.g. 1
-  const char* name = "";      ///< folder name, e.g. "01_naive_attention"
-  const char* lesson = "";    ///< one line: what this step teaches
-  std::vector<DType> dtypes;  ///< element types it accepts
-  std::vector<int> head_dims; ///< head dims it accepts; empty means any d in [1, max_head_dim]
-  int max_head_dim = 256;     ///< largest head dim it accepts
-  bool causal = true;         ///< supports causal masking
-  bool gqa = true;            ///< supports heads_kv < heads_q
-  int alignment = 4;          ///< required alignment in bytes of q, k, v, o (vector loads)
+  int number = 0;              ///< chapter number, e.g. 1
+  const char* name = "";       ///< folder name, e.g. "01_naive_attention"
+  const char* lesson = "";     ///< one line: what this step teaches
+  std::vector<DType> dtypes;   ///< element types it accepts
+  std::vector<int> head_dims;  ///< head dims it accepts; empty means any d in [1, max_head_dim]
+  int max_head_dim = 256;      ///< largest head dim it accepts
+  bool causal = true;          ///< supports causal masking
+  bool gqa = true;             ///< supports heads_kv < heads_q
+  int alignment = 4;           ///< required alignment in bytes of q, k, v, o (vector loads)
 
   /// Device scratch the step needs beyond Q, K, V, O and L (for the naive steps: S and P).
   std::size_t (*workspace_bytes)(const Problem&) = nullptr;
@@ -107,4 +107,4 @@ struct StepRegistrar {
 /// \brief Registers a step from a function returning its StepInfo. Put it once in the step's
 /// entry-point file (the step's library is an object library, so the registrar is linked).
 #define FA_REGISTER_STEP(make_info) \
-  static const ::fa::StepRegistrar fa_step_registrar_{make_info()}
+  static const ::fa::StepRegistrar fa_step_registrar_ { make_info() }

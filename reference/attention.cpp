@@ -53,13 +53,16 @@ Result attention(const Problem& p, const float* q, const float* k, const float* 
       const std::int64_t bh = std::int64_t{b} * p.heads_q + h;
       // Cast this head's slices to double: every product and sum below is in double.
       const MatrixD Q = ConstHeadF(q + b * qs.batch + h * qs.head, n_q, d,
-                                   Eigen::OuterStride<>(qs.row)).cast<double>();   // [N_q, d]
+                                   Eigen::OuterStride<>(qs.row))
+                            .cast<double>();  // [N_q, d]
       const MatrixD K = ConstHeadF(k + b * kvs.batch + g * kvs.head, n_kv, d,
-                                   Eigen::OuterStride<>(kvs.row)).cast<double>();  // [N_kv, d]
+                                   Eigen::OuterStride<>(kvs.row))
+                            .cast<double>();  // [N_kv, d]
       const MatrixD V = ConstHeadF(v + b * kvs.batch + g * kvs.head, n_kv, d,
-                                   Eigen::OuterStride<>(kvs.row)).cast<double>();  // [N_kv, d]
+                                   Eigen::OuterStride<>(kvs.row))
+                            .cast<double>();  // [N_kv, d]
       HeadD O(r.o.data() + b * qs.batch + h * qs.head, n_q, d,
-              Eigen::OuterStride<>(qs.row));                                      // [N_q, d]
+              Eigen::OuterStride<>(qs.row));  // [N_q, d]
 
       MatrixD S = scale * (Q * K.transpose());  // [N_q, N_kv]
       MatrixD P = MatrixD::Zero(n_q, n_kv);     // [N_q, N_kv]
@@ -89,8 +92,8 @@ Result attention(const Problem& p, const float* q, const float* k, const float* 
   return r;
 }
 
-std::vector<float> attention_plain(const Problem& p, const float* q, const float* k,
-                                   const float* v, std::vector<float>* lse) {
+std::vector<float> attention_plain(const Problem& p, const float* q, const float* k, const float* v,
+                                   std::vector<float>* lse) {
   check_problem(p);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const Strides qs = p.q_strides(), kvs = p.kv_strides();

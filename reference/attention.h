@@ -68,8 +68,8 @@ Result attention(const Problem& p, const float* q, const float* k, const float* 
 /// \param v    V, fp32, in p.layout
 /// \param lse  if not null, receives L, [B, H_q, N_q] contiguous
 /// \return O in Q's layout
-std::vector<float> attention_plain(const Problem& p, const float* q, const float* k,
-                                   const float* v, std::vector<float>* lse = nullptr);
+std::vector<float> attention_plain(const Problem& p, const float* q, const float* k, const float* v,
+                                   std::vector<float>* lse = nullptr);
 
 /// \brief The rule for checking a large problem against the double reference. One query
 /// row costs N_kv·max(d, 16) operations (its QKᵀ and PV products; the 16 stands for the

@@ -78,9 +78,8 @@ RowsResult attention_rows(const Problem& p, const float* q, const float* k, cons
   // The positions in `rows`, grouped by head: each head's K and V are read once.
   std::vector<std::size_t> order(rows.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return rows[a] / p.n_q < rows[b] / p.n_q;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return rows[a] / p.n_q < rows[b] / p.n_q; });
   for (std::size_t first = 0; first < order.size();) {
     const std::int64_t bh = rows[order[first]] / p.n_q;
     std::size_t last = first;
@@ -88,10 +87,12 @@ RowsResult attention_rows(const Problem& p, const float* q, const float* k, cons
     const int b = static_cast<int>(bh / p.heads_q), h = static_cast<int>(bh % p.heads_q);
     const int g = h / p.group_size();
     const int count = static_cast<int>(last - first);
-    const MatrixD K = ConstHeadF(k + b * kvs.batch + g * kvs.head, n_kv, d,
-                                 Eigen::OuterStride<>(kvs.row)).cast<double>();
-    const MatrixD V = ConstHeadF(v + b * kvs.batch + g * kvs.head, n_kv, d,
-                                 Eigen::OuterStride<>(kvs.row)).cast<double>();
+    const MatrixD K =
+        ConstHeadF(k + b * kvs.batch + g * kvs.head, n_kv, d, Eigen::OuterStride<>(kvs.row))
+            .cast<double>();
+    const MatrixD V =
+        ConstHeadF(v + b * kvs.batch + g * kvs.head, n_kv, d, Eigen::OuterStride<>(kvs.row))
+            .cast<double>();
     // As attention() does for the whole head, on these rows, a few at a time so that S stays
     // within kMaxRowScores doubles: Q in double, S = scale·QKᵀ, softmax, O = PV.
     const int chunk = static_cast<int>(std::max<std::int64_t>(1, kMaxRowScores / n_kv));

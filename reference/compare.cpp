@@ -19,7 +19,7 @@ Comparison compare_arrays(const std::vector<float>& out, const std::vector<doubl
   for (std::size_t i = 0; i < n; ++i) {
     const double o = out[i], r = ref[i];
     const bool of = std::isfinite(o), rf = std::isfinite(r);
-    if (of != rf || (!of && !(o == r))) {  // NaN == NaN is false: NaN never passes unless
+    if (of != rf || (!of && !(o == r))) {       // NaN == NaN is false: NaN never passes unless
       if (!(std::isnan(o) && std::isnan(r))) {  // the reference is NaN too (propagation)
         if (first_bad < 0) first_bad = static_cast<std::int64_t>(i);
         ++c.mismatches;
@@ -36,8 +36,9 @@ Comparison compare_arrays(const std::vector<float>& out, const std::vector<doubl
       worst_idx = static_cast<std::int64_t>(i);
     }
   }
-  if (out.size() != ref.size()) c.mismatches += std::abs(static_cast<long long>(out.size()) -
-                                                         static_cast<long long>(ref.size()));
+  if (out.size() != ref.size())
+    c.mismatches +=
+        std::abs(static_cast<long long>(out.size()) - static_cast<long long>(ref.size()));
   c.rel_err = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
   const std::int64_t at = first_bad >= 0 ? first_bad : worst_idx;
   if (at >= 0) c.worst = where(at);
@@ -52,8 +53,13 @@ Comparison compare_output(const Problem& p, const std::vector<float>& out,
   return compare_arrays(out, ref, [&](std::int64_t idx) {
     const std::int64_t b = idx / s.batch, r1 = idx % s.batch;
     std::int64_t h, i;
-    if (p.layout == Layout::BNHD) { i = r1 / s.row; h = (r1 % s.row) / s.head; }
-    else { h = r1 / s.head; i = (r1 % s.head) / s.row; }
+    if (p.layout == Layout::BNHD) {
+      i = r1 / s.row;
+      h = (r1 % s.row) / s.head;
+    } else {
+      h = r1 / s.head;
+      i = (r1 % s.head) / s.row;
+    }
     std::ostringstream os;
     os << "(b=" << b << ", h=" << h << ", i=" << i << ", j=" << idx % p.head_dim << ")";
     return os.str();
@@ -96,8 +102,8 @@ double score_rounding_error(const Problem& p, const float* q, const float* k, co
          max_row_norm(k, p.kv_elems()) * v_max;
 }
 
-std::string judge(const Comparison& step, const Comparison& plain, const char* what,
-                  DType dtype, DType stored_as, double extra_abs) {
+std::string judge(const Comparison& step, const Comparison& plain, const char* what, DType dtype,
+                  DType stored_as, double extra_abs) {
   const Tolerance tol = Tolerance::for_dtype(dtype);
   std::ostringstream os;
   if (step.mismatches > 0) {
@@ -130,12 +136,12 @@ Expected expected_for(const HostInputs& in) {
 
 std::string verdict(const Problem& p, const std::vector<float>& o, const std::vector<float>& lse,
                     const Expected& want) {
-  std::string e = judge(compare_output(p, o, want.ref.o),
-                        compare_output(p, want.plain_o, want.ref.o), "O", p.dtype, p.dtype,
-                        want.score_rounding);
+  std::string e =
+      judge(compare_output(p, o, want.ref.o), compare_output(p, want.plain_o, want.ref.o), "O",
+            p.dtype, p.dtype, want.score_rounding);
   if (e.empty())
-    e = judge(compare_lse(p, lse, want.ref.lse), compare_lse(p, want.plain_lse, want.ref.lse),
-              "L", p.dtype);
+    e = judge(compare_lse(p, lse, want.ref.lse), compare_lse(p, want.plain_lse, want.ref.lse), "L",
+              p.dtype);
   return e;
 }
 

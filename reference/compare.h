@@ -18,11 +18,11 @@ namespace fa {
 /// \brief Errors of an output against the reference. NaN or Inf where the reference has a
 /// finite value (or the reverse) counts as a mismatch and never passes.
 struct Comparison {
-  double rel_err = 0;          ///< ‖out − ref‖₂ / ‖ref‖₂ over the matching finite elements
-  double max_abs_err = 0;      ///< max |out − ref|
-  std::int64_t mismatches = 0; ///< elements whose finiteness (NaN, ±Inf) differs from ref
-  std::string worst;           ///< where max_abs_err (or the first mismatch) is: "(b, h, i, j)"
-  double max_abs_ref = 0;      ///< max |ref| over the finite elements compared
+  double rel_err = 0;  ///< ‖out − ref‖₂ / ‖ref‖₂ over the matching finite elements
+  double max_abs_err = 0;       ///< max |out − ref|
+  std::int64_t mismatches = 0;  ///< elements whose finiteness (NaN, ±Inf) differs from ref
+  std::string worst;            ///< where max_abs_err (or the first mismatch) is: "(b, h, i, j)"
+  double max_abs_ref = 0;       ///< max |ref| over the finite elements compared
 };
 
 /// \brief Compares O (Q's layout: j is the d index) against the reference.
@@ -93,8 +93,7 @@ double score_rounding_error(const Problem& p, const float* q, const float* k, co
 /// \param extra_abs added to the absolute bound: score_rounding_error() for O, 0 for L
 /// \return "" or the reason it failed
 std::string judge(const Comparison& step, const Comparison& plain, const char* what,
-                  DType dtype = DType::F32, DType stored_as = DType::F32,
-                  double extra_abs = 0);
+                  DType dtype = DType::F32, DType stored_as = DType::F32, double extra_abs = 0);
 
 }  // namespace fa
 

@@ -10,11 +10,10 @@
 
 namespace fa::ref {
 
-void streaming_attention(const Problem& p, const float* q, const float* k, const float* v,
-                         float* o, float* lse, StreamingOptions opt) {
+void streaming_attention(const Problem& p, const float* q, const float* k, const float* v, float* o,
+                         float* lse, StreamingOptions opt) {
   if (opt.block_q < 1)
-    throw std::invalid_argument("block_q (" + std::to_string(opt.block_q) +
-                                ") must be at least 1");
+    throw std::invalid_argument("block_q (" + std::to_string(opt.block_q) + ") must be at least 1");
   if (opt.block_kv < 1)
     throw std::invalid_argument("block_kv (" + std::to_string(opt.block_kv) +
                                 ") must be at least 1");
@@ -83,7 +82,7 @@ void streaming_attention(const Problem& p, const float* q, const float* k, const
             for (int c = 0; c < cols; ++c) {
               const float pc = std::exp(s[c] - m_ref);  // p̃_j = exp(s_j − m_new)
               const float* vj = v_bg + (j0 + c) * kvs.row;
-              l[r] += pc;                                     // ℓ ← ℓ + Σ_j p̃_j
+              l[r] += pc;                                      // ℓ ← ℓ + Σ_j p̃_j
               for (int t = 0; t < d; ++t) a[t] += pc * vj[t];  // a ← a + Σ_j p̃_j · v_j
             }
             m[r] = m_new;  // m_old ← m_new

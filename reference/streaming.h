@@ -47,7 +47,7 @@ struct StreamingOptions {
 /// \param opt  tile sizes
 /// \throws std::invalid_argument naming the parameter when a block size is below 1 or the
 /// problem is invalid.
-void streaming_attention(const Problem& p, const float* q, const float* k, const float* v,
-                         float* o, float* lse, StreamingOptions opt = {});
+void streaming_attention(const Problem& p, const float* q, const float* k, const float* v, float* o,
+                         float* lse, StreamingOptions opt = {});
 
 }  // namespace fa::ref

@@ -40,8 +40,7 @@ int main() {
   const int n = static_cast<int>(sizeof kCases / sizeof kCases[0]);
   for (int i = 0; i < n; ++i) {
     const Case& c = kCases[i];
-    fa::Problem p = fa::make_problem(c.batch, c.heads_q, c.heads_kv, c.n_q, c.n_kv, c.d,
-                                     c.causal);
+    fa::Problem p = fa::make_problem(c.batch, c.heads_q, c.heads_kv, c.n_q, c.n_kv, c.d, c.causal);
     p.dtype = c.dtype;
     std::printf(
         " {\"batch\": %d, \"heads_q\": %d, \"heads_kv\": %d, \"n_q\": %d, \"n_kv\": %d, "

@@ -36,9 +36,12 @@ fa::Problem draw(std::mt19937_64& g, fa::DType dtype) {
   // Lengths: often tiny or just off a tile boundary, sometimes a few hundred.
   auto length = [&] {
     switch (pick(0, 3)) {
-      case 0: return pick(1, 16);
-      case 1: return 64 * pick(1, 4) + pick(-1, 1);
-      default: return pick(1, 300);
+      case 0:
+        return pick(1, 16);
+      case 1:
+        return 64 * pick(1, 4) + pick(-1, 1);
+      default:
+        return pick(1, 300);
     }
   };
   p.n_q = length();
@@ -55,11 +58,13 @@ int main(int argc, char** argv) try {
   int count = 500, only = -1;
   std::uint64_t seed = std::random_device{}();
   app.add_option("--count", count, "problems per dtype family (each step sees at least this many)")
-      ->check(fa::cli::int_range(1, 1000000))->capture_default_str();
+      ->check(fa::cli::int_range(1, 1000000))
+      ->capture_default_str();
   app.add_option("--seed", seed, "base seed (problem i uses seed + i; default: random)")
       ->check(fa::cli::uint64_range());
-  CLI::Option* only_opt = app.add_option("--only", only, "run problem #i only (replay), 0 <= i < count")
-      ->check(fa::cli::int_range(0, 1000000 - 1));
+  CLI::Option* only_opt =
+      app.add_option("--only", only, "run problem #i only (replay), 0 <= i < count")
+          ->check(fa::cli::int_range(0, 1000000 - 1));
   FA_CLI_PARSE(app, argc, argv);
   if (only_opt->count() && only >= count)
     return fa::cli::refuse("--only: Value " + std::to_string(only) + " not in range 0 to " +

@@ -30,15 +30,14 @@ TEST_CASE("the cuBLAS baseline matches the reference", "[baseline]") {
     Layout layout;
   };
   const Case cases[] = {
-      {2, 4, 4, 100, 100, 64, false, Layout::BNHD},   // odd N: partial warps in the reduction
-      {2, 4, 4, 300, 300, 64, true, Layout::BNHD},    // more keys than one block's 256 threads
-      {1, 8, 2, 77, 129, 32, true, Layout::BHND},     // GQA, fewer queries than keys
-      {1, 4, 1, 130, 50, 128, true, Layout::BNHD},    // MQA, more queries: rows with no key
-      {1, 2, 2, 1, 1000, 64, false, Layout::BHND},    // one query row
+      {2, 4, 4, 100, 100, 64, false, Layout::BNHD},  // odd N: partial warps in the reduction
+      {2, 4, 4, 300, 300, 64, true, Layout::BNHD},   // more keys than one block's 256 threads
+      {1, 8, 2, 77, 129, 32, true, Layout::BHND},    // GQA, fewer queries than keys
+      {1, 4, 1, 130, 50, 128, true, Layout::BNHD},   // MQA, more queries: rows with no key
+      {1, 2, 2, 1, 1000, 64, false, Layout::BHND},   // one query row
   };
   for (const Case& c : cases) {
-    const fa::Problem p =
-        fa::make_problem(c.b, c.hq, c.hkv, c.nq, c.nkv, c.d, c.causal, c.layout);
+    const fa::Problem p = fa::make_problem(c.b, c.hq, c.hkv, c.nq, c.nkv, c.d, c.causal, c.layout);
     INFO(p.describe());
     CHECK(run_baseline(p).empty());
   }

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "tests/catch.hpp"
 #include "steps/harness/flash_tutorial.h"
+#include "tests/catch.hpp"
 
 namespace {
 
@@ -162,11 +162,36 @@ TEST_CASE("C API: a null q, k, v, o or lse is refused, naming the pointer", "[ca
       const char* name;
       Pointers x;
     } cases[] = {
-        {"q", [&] { Pointers x = good; x.q = nullptr; return x; }()},
-        {"k", [&] { Pointers x = good; x.k = nullptr; return x; }()},
-        {"v", [&] { Pointers x = good; x.v = nullptr; return x; }()},
-        {"o", [&] { Pointers x = good; x.o = nullptr; return x; }()},
-        {"lse", [&] { Pointers x = good; x.lse = nullptr; return x; }()},
+        {"q",
+         [&] {
+           Pointers x = good;
+           x.q = nullptr;
+           return x;
+         }()},
+        {"k",
+         [&] {
+           Pointers x = good;
+           x.k = nullptr;
+           return x;
+         }()},
+        {"v",
+         [&] {
+           Pointers x = good;
+           x.v = nullptr;
+           return x;
+         }()},
+        {"o",
+         [&] {
+           Pointers x = good;
+           x.o = nullptr;
+           return x;
+         }()},
+        {"lse",
+         [&] {
+           Pointers x = good;
+           x.lse = nullptr;
+           return x;
+         }()},
     };
     for (const auto& c : cases) {
       INFO("null " << c.name);
@@ -218,7 +243,8 @@ TEST_CASE("C API: the workspace is checked (size, and null when one is needed)",
   x.workspace_bytes = need - 1;
   CHECK(run(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
   CHECK(last() == "workspace_bytes (" + std::to_string(need - 1) + ") is below the " +
-                      std::to_string(need) + " bytes step 01_naive_attention needs for this problem");
+                      std::to_string(need) +
+                      " bytes step 01_naive_attention needs for this problem");
   x.workspace_bytes = need;
   x.workspace = nullptr;
   CHECK(run(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);

@@ -41,10 +41,10 @@ const StepInfo* linked_step(int number) {
 /// The step a task extends; fails the test, saying which program to run, when it is absent.
 const StepInfo& require_step(int number) {
   const StepInfo* s = linked_step(number);
-  INFO("this program does not contain step " << (number < 10 ? "0" : "") << number
-       << "; run the task in its test program, e.g. build/bin/test_"
-       << (number < 10 ? "0" : "") << number << "_<slug> (steps here: " << fa::step_names()
-       << ")");
+  INFO("this program does not contain step "
+       << (number < 10 ? "0" : "") << number
+       << "; run the task in its test program, e.g. build/bin/test_" << (number < 10 ? "0" : "")
+       << number << "_<slug> (steps here: " << fa::step_names() << ")");
   REQUIRE(s != nullptr);
   return *s;
 }
@@ -54,8 +54,8 @@ const StepInfo& require_step(int number) {
 void check_task_case(const StepInfo& step, const Problem& p,
                      Distribution dist = Distribution::Normal) {
   const std::uint64_t seed = next_seed();
-  INFO(step.name << ": " << p.describe() << " dist=" << fa::distribution_name(dist)
-                 << " case seed " << seed << ", replay with FA_SEED=" << base_seed());
+  INFO(step.name << ": " << p.describe() << " dist=" << fa::distribution_name(dist) << " case seed "
+                 << seed << ", replay with FA_SEED=" << base_seed());
   const std::string accepted = fa::check_step(step, p);
   INFO("check_step: " << accepted);
   REQUIRE(accepted.empty());  // first the step must accept the problem ...

@@ -38,7 +38,7 @@ TEST_CASE("strides of both layouts address every element once", "[problem]") {
   p.layout = fa::Layout::BNHD;
   CHECK(p.q_strides().row == p.heads_q * p.head_dim);  // [B, N, H, d]
   p.layout = fa::Layout::BHND;
-  CHECK(p.q_strides().row == p.head_dim);              // [B, H, N, d]
+  CHECK(p.q_strides().row == p.head_dim);  // [B, H, N, d]
 }
 
 TEST_CASE("causal masks are aligned to the bottom-right corner", "[problem]") {
@@ -99,7 +99,7 @@ TEST_CASE("dtype and layout names round-trip", "[problem]") {
 TEST_CASE("round_to rounds to the nearest fp16 or bf16 value, ties to even", "[problem]") {
   const float u16 = std::ldexp(1.f, -10), u_bf = std::ldexp(1.f, -7);  // ulp at 1
   CHECK(fa::round_to(fa::DType::F32, 1.f + u16 / 4) == 1.f + u16 / 4);
-  CHECK(fa::round_to(fa::DType::F16, 1.f + u16 / 2) == 1.f);             // tie: to even
+  CHECK(fa::round_to(fa::DType::F16, 1.f + u16 / 2) == 1.f);                // tie: to even
   CHECK(fa::round_to(fa::DType::F16, 1.f + 3 * u16 / 2) == 1.f + 2 * u16);  // tie: to even
   CHECK(fa::round_to(fa::DType::F16, 1.f + 0.6f * u16) == 1.f + u16);
   CHECK(fa::round_to(fa::DType::F16, 65519.f) == 65504.f);  // the largest fp16

@@ -95,8 +95,8 @@ struct Streamed {
 };
 Streamed stream(const Problem& p, const Inputs& in, fa::ref::StreamingOptions opt) {
   Streamed r{std::vector<float>(p.q_elems(), kNaN), std::vector<float>(p.lse_elems(), kNaN)};
-  fa::ref::streaming_attention(p, in.q.data(), in.k.data(), in.v.data(), r.o.data(),
-                               r.lse.data(), opt);
+  fa::ref::streaming_attention(p, in.q.data(), in.k.data(), in.v.data(), r.o.data(), r.lse.data(),
+                               opt);
   return r;
 }
 
@@ -171,8 +171,8 @@ TEST_CASE("reference gives the same answer in both layouts", "[cpu][reference]")
     for (int h = 0; h < a.heads_q; ++h)
       for (int i = 0; i < a.n_q; ++i)
         for (int t = 0; t < a.head_dim; ++t)
-          worst = std::max(worst, std::abs(ra.o[q_index(a, b, h, i, t)] -
-                                           rc.o[q_index(c, b, h, i, t)]));
+          worst = std::max(worst,
+                           std::abs(ra.o[q_index(a, b, h, i, t)] - rc.o[q_index(c, b, h, i, t)]));
   CHECK(worst == 0.0);
   CHECK(rel_error(rc.lse, ra.lse) == 0.0);
 }
@@ -217,7 +217,7 @@ TEST_CASE("hand-checked: softmax weights, L, and bottom-right causal", "[cpu][re
     const auto r = fa::ref::attention(p, q.data(), k.data(), v.data(), true);
     CHECK(std::abs(r.p[0] - 0.25) < eps);
     CHECK(std::abs(r.p[1] - 0.75) < eps);
-    CHECK(std::abs(r.o[0] - 7.0) < eps);             // 4/4 + 3·8/4
+    CHECK(std::abs(r.o[0] - 7.0) < eps);              // 4/4 + 3·8/4
     CHECK(std::abs(r.lse[0] - std::log(4.0)) < eps);  // log(1 + 3)
   }
 
@@ -298,9 +298,8 @@ TEST_CASE("streaming model equals the reference for every tiling", "[cpu][stream
       {1, 2, 1, 131, 45, 128},  // N_q > N_kv: fully masked rows when causal
   };
   // Tiles of 1, odd tiles, tiles that don't divide N, tiles larger than N.
-  const fa::ref::StreamingOptions tilings[] = {
-      {1, 1}, {3, 3}, {16, 16}, {64, 64}, {100, 100}, {1, 64}, {64, 1}, {16, 3}, {3, 100},
-      {256, 256}};
+  const fa::ref::StreamingOptions tilings[] = {{1, 1},  {3, 3},  {16, 16}, {64, 64}, {100, 100},
+                                               {1, 64}, {64, 1}, {16, 3},  {3, 100}, {256, 256}};
   std::uint64_t seed = 200 + (causal ? 10 : 0) + (layout == Layout::BHND ? 1 : 0);
   for (const Shape& sh : shapes) {
     const Problem p = make_problem(sh.batch, sh.hq, sh.hkv, sh.nq, sh.nkv, sh.d, causal, layout);
@@ -356,8 +355,7 @@ TEST_CASE("rows that see no key give O = 0 and L = -inf, never NaN",
   const int first_seeing = p.n_q - p.n_kv;  // kv_end(i) = i − 30 + 1 > 0 from i = 30
   const auto ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
   std::vector<float> plain_lse;
-  const auto plain = fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(),
-                                              &plain_lse);
+  const auto plain = fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(), &plain_lse);
   for (const auto& opt : {fa::ref::StreamingOptions{1, 1}, fa::ref::StreamingOptions{16, 16},
                           fa::ref::StreamingOptions{16, 7}, fa::ref::StreamingOptions{64, 64}}) {
     CAPTURE(opt.block_q, opt.block_kv);
@@ -373,11 +371,11 @@ TEST_CASE("rows that see no key give O = 0 and L = -inf, never NaN",
             if (i < first_seeing)
               wrong_empty_rows += (s.o[x] != 0.f) + (ref.o[x] != 0.0) + (plain[x] != 0.f);
           }
-          nan_entries += std::isnan(s.lse[row]) + std::isnan(ref.lse[row]) +
-                         std::isnan(plain_lse[row]);
+          nan_entries +=
+              std::isnan(s.lse[row]) + std::isnan(ref.lse[row]) + std::isnan(plain_lse[row]);
           if (i < first_seeing)
-            wrong_empty_rows += (s.lse[row] != kNegInf) + (ref.lse[row] != kNegInf) +
-                                (plain_lse[row] != kNegInf);
+            wrong_empty_rows +=
+                (s.lse[row] != kNegInf) + (ref.lse[row] != kNegInf) + (plain_lse[row] != kNegInf);
         }
     CHECK(nan_entries == 0);
     CHECK(wrong_empty_rows == 0);
@@ -430,8 +428,7 @@ TEST_CASE("NaN in Q is not hidden by the max or the empty-row guard",
   in.q[i_nan * p.q_strides().row] = kNaN;
   const auto ref = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
   std::vector<float> plain_lse;
-  const auto plain = fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(),
-                                              &plain_lse);
+  const auto plain = fa::ref::attention_plain(p, in.q.data(), in.k.data(), in.v.data(), &plain_lse);
   for (const auto& opt : {fa::ref::StreamingOptions{1, 1}, fa::ref::StreamingOptions{4, 4}}) {
     CAPTURE(opt.block_q, opt.block_kv);
     const Streamed s = stream(p, in, opt);
@@ -453,8 +450,8 @@ TEST_CASE("streaming model rejects block sizes below 1, naming the parameter", "
   std::vector<float> o(p.q_elems()), lse(p.lse_elems());
   auto message = [&](fa::ref::StreamingOptions opt) -> std::string {
     try {
-      fa::ref::streaming_attention(p, in.q.data(), in.k.data(), in.v.data(), o.data(),
-                                   lse.data(), opt);
+      fa::ref::streaming_attention(p, in.q.data(), in.k.data(), in.v.data(), o.data(), lse.data(),
+                                   opt);
     } catch (const std::invalid_argument& e) {
       return e.what();
     }

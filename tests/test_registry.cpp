@@ -63,8 +63,7 @@ TEST_CASE("each step rejects unsupported problems with a clear message", "[regis
     for (fa::DType t : {fa::DType::F32, fa::DType::F16, fa::DType::BF16}) {
       bad = p;
       bad.dtype = t;
-      const bool supported =
-          std::find(s->dtypes.begin(), s->dtypes.end(), t) != s->dtypes.end();
+      const bool supported = std::find(s->dtypes.begin(), s->dtypes.end(), t) != s->dtypes.end();
       CHECK(fa::check_step(*s, bad).empty() == supported);
       if (!supported) CHECK(mentions(fa::check_step(*s, bad), "dtype"));
     }

@@ -15,7 +15,15 @@
 #include "tests/catch.hpp"
 
 TEST_CASE("round_to agrees with the CUDA conversions", "[rounding]") {
-  std::vector<float> xs = {0.f, -0.f, 1e-8f, -1e-8f, 6e-8f, 65504.f, 65519.f, 65520.f, 1e30f,
+  std::vector<float> xs = {0.f,
+                           -0.f,
+                           1e-8f,
+                           -1e-8f,
+                           6e-8f,
+                           65504.f,
+                           65519.f,
+                           65520.f,
+                           1e30f,
                            std::numeric_limits<float>::infinity(),
                            std::numeric_limits<float>::denorm_min(),
                            std::numeric_limits<float>::max()};

@@ -9,9 +9,9 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/problem.h"
 #include "reference/attention.h"
 #include "tests/catch.hpp"
-#include "common/problem.h"
 
 namespace {
 
@@ -37,7 +37,7 @@ bool same_double(double got, double want) {
 
 TEST_CASE("attention_rows gives the full reference's O and L for those rows (to 1e-12)", "[rows]") {
   const Problem problems[] = {
-      fa::make_problem(2, 4, 2, 77, 130, 64, true),                     // GQA, causal
+      fa::make_problem(2, 4, 2, 77, 130, 64, true),                    // GQA, causal
       fa::make_problem(1, 3, 3, 200, 33, 32, true, fa::Layout::BHND),  // rows that see nothing
       fa::make_problem(2, 2, 1, 129, 257, 128, false),                 // MQA
       fa::make_problem(1, 1, 1, 1, 1, 1, false),
@@ -56,7 +56,8 @@ TEST_CASE("attention_rows gives the full reference's O and L for those rows (to 
       // Out of order and repeated rows are fine too.
       std::reverse(rows.begin(), rows.end());
       rows.push_back(rows.front());
-      const fa::ref::RowsResult got = fa::ref::attention_rows(p, q.data(), k.data(), v.data(), rows);
+      const fa::ref::RowsResult got =
+          fa::ref::attention_rows(p, q.data(), k.data(), v.data(), rows);
       REQUIRE(got.rows == rows);
       REQUIRE(got.o.size() == rows.size() * p.head_dim);
       REQUIRE(got.lse.size() == rows.size());
@@ -97,7 +98,7 @@ TEST_CASE("sample_rows: first and last rows of every head, distinct, seeded", "[
       const auto lo = std::lower_bound(rows.begin(), rows.end(), bh * p.n_q);
       const auto hi = std::lower_bound(rows.begin(), rows.end(), (bh + 1) * p.n_q);
       REQUIRE(hi - lo == per_head);
-      REQUIRE(*lo == bh * p.n_q);                // first row
+      REQUIRE(*lo == bh * p.n_q);                    // first row
       REQUIRE(*(hi - 1) == bh * p.n_q + p.n_q - 1);  // last row
     }
     REQUIRE(fa::ref::sample_rows(p, per_head, 1234) == rows);
@@ -118,8 +119,7 @@ TEST_CASE("sample_rows: first and last rows of every head, distinct, seeded", "[
   REQUIRE_THROWS_AS(fa::ref::sample_rows(p, 0, 3), std::invalid_argument);
 }
 
-TEST_CASE("rows_per_head_to_check: every row when small, a bounded sample when large",
-          "[rows]") {
+TEST_CASE("rows_per_head_to_check: every row when small, a bounded sample when large", "[rows]") {
   // The tour's default problem: every row.
   REQUIRE(fa::ref::rows_per_head_to_check(fa::make_problem(1, 4, 4, 1024, 1024, 64)) == 1024);
   const Problem big[] = {

@@ -44,16 +44,16 @@ using Mutate = void (*)(fa::HostInputs&);
 void check_case(const StepInfo& step, Problem p, Distribution dist = Distribution::Normal,
                 Mutate mutate = nullptr) {
   for (fa::DType t : step.dtypes) {
-  p.dtype = t;
-  const std::uint64_t seed = next_seed();
-  INFO(step.name << ": " << p.describe() << " dist=" << fa::distribution_name(dist)
-                 << " case seed " << seed << ", replay with FA_SEED=" << base_seed());
-  REQUIRE(fa::check_step(step, p).empty());
-  fa::HostInputs in = fa::make_inputs(p, dist, seed);
-  if (mutate) mutate(in);
-  const std::string e = verdict(p, run_on_device(step, in), expected_for(in));
-  INFO(e);
-  CHECK(e.empty());
+    p.dtype = t;
+    const std::uint64_t seed = next_seed();
+    INFO(step.name << ": " << p.describe() << " dist=" << fa::distribution_name(dist)
+                   << " case seed " << seed << ", replay with FA_SEED=" << base_seed());
+    REQUIRE(fa::check_step(step, p).empty());
+    fa::HostInputs in = fa::make_inputs(p, dist, seed);
+    if (mutate) mutate(in);
+    const std::string e = verdict(p, run_on_device(step, in), expected_for(in));
+    INFO(e);
+    CHECK(e.empty());
   }
 }
 
@@ -181,8 +181,9 @@ TEST_CASE("the same inputs give bitwise-identical outputs", "[determinism]") {
 //  - Scores of magnitude ~1e4: the max subtraction keeps exp() in range.
 //  - A NaN in K makes every row that sees that key NaN: it is never hidden.
 //  - +Inf in V: the rows that see that key get +Inf in that column (their weight is > 0),
-//    the other columns stay finite. Key 0 is seen by every row, causal or not. (A NaN or Inf in a key or value a row does NOT see is
-//    not promised to stay out of that row: tiled kernels multiply masked weights of 0 by V.)
+//    the other columns stay finite. Key 0 is seen by every row, causal or not. (A NaN or Inf in a
+//    key or value a row does NOT see is not promised to stay out of that row: tiled kernels
+//    multiply masked weights of 0 by V.)
 //  - fp16 values near the top of the range and bf16 values with large exponents in V: O is
 //    an average of V, so it stays representable.
 TEST_CASE("numerics: huge scores, NaN and Inf propagation, extreme values", "[numerics]") {

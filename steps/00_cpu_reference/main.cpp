@@ -56,19 +56,24 @@ int main(int argc, char** argv) try {
   p.n_q = p.n_kv = 512;
   int n = p.n_q;
   std::uint64_t seed = 1;
-  app.add_option("--batch", p.batch, "batch size B")->check(fa::cli::int_range(1))
+  app.add_option("--batch", p.batch, "batch size B")
+      ->check(fa::cli::int_range(1))
       ->capture_default_str();
   app.add_option("--heads", p.heads_q, "heads H (query and key/value)")
-      ->check(fa::cli::int_range(1))->capture_default_str();
+      ->check(fa::cli::int_range(1))
+      ->capture_default_str();
   app.add_option("--n", n,
                  "sequence length N (queries and keys); the reference holds one head's S and "
                  "P, 16·N² bytes, so at most 8192 (1 GiB)")
-      ->check(fa::cli::int_range(1, kMaxN))->capture_default_str();
+      ->check(fa::cli::int_range(1, kMaxN))
+      ->capture_default_str();
   app.add_option("--d", p.head_dim, "head dimension d")
-      ->check(fa::cli::int_range(1, fa::Limits::kMaxHeadDim))->capture_default_str();
+      ->check(fa::cli::int_range(1, fa::Limits::kMaxHeadDim))
+      ->capture_default_str();
   app.add_flag("--causal", p.causal, "causal mask");
   app.add_option("--seed", seed, "seed of the random inputs")
-      ->check(fa::cli::uint64_range())->capture_default_str();
+      ->check(fa::cli::uint64_range())
+      ->capture_default_str();
   FA_CLI_PARSE(app, argc, argv);
   p.heads_kv = p.heads_q;
   p.n_q = p.n_kv = n;
@@ -114,16 +119,17 @@ int main(int argc, char** argv) try {
   for (std::size_t i = 0; i < o.size(); ++i) err_o = std::max(err_o, std::abs(o[i] - ref.o[i]));
   for (std::size_t i = 0; i < lse.size(); ++i)
     if (std::isfinite(ref.lse[i])) err_l = std::max(err_l, std::abs(lse[i] - ref.lse[i]));
-  std::printf("streaming model (64 x 64 tiles, fp32): max |O - O_ref| = %.3g, "
-              "max |L - L_ref| = %.3g\n\n",
-              err_o, err_l);
+  std::printf(
+      "streaming model (64 x 64 tiles, fp32): max |O - O_ref| = %.3g, "
+      "max |L - L_ref| = %.3g\n\n",
+      err_o, err_l);
 
   // 4. The memory wall. Materialising S and P costs 2·N² fp32 numbers per head; the
   // streaming model writes only O (N·d) and L (N) per head.
   const int kHeads = 32, kBigBatch = 8;
   std::printf("The N x N wall (fp32, H = %d, d = %d):\n", kHeads, p.head_dim);
-  std::printf("%8s  %14s  %14s  %14s  %14s\n", "N", "S+P per head", "B=1 total",
-              "B=8 total", "O+L, B=1");
+  std::printf("%8s  %14s  %14s  %14s  %14s\n", "N", "S+P per head", "B=1 total", "B=8 total",
+              "O+L, B=1");
   std::int64_t first_too_big = 0;  // first N whose S+P (B=1) exceeds an H200
   for (std::int64_t big_n = 1024; big_n <= 128 * 1024; big_n *= 2) {
     const double per_head = 2.0 * 4.0 * static_cast<double>(big_n) * static_cast<double>(big_n);
@@ -135,9 +141,10 @@ int main(int argc, char** argv) try {
                 fa::cli::human_bytes(per_head * kHeads * kBigBatch).c_str(),
                 fa::cli::human_bytes(o_plus_l).c_str());
   }
-  std::printf("\nAn H200 holds %.0f GB: from N = %lldK on, S and P of one batch element\n"
-              "(H = %d) no longer fit. The streaming model's O and L grow only linearly.\n",
-              kH200Bytes / 1e9, static_cast<long long>(first_too_big / 1024), kHeads);
+  std::printf(
+      "\nAn H200 holds %.0f GB: from N = %lldK on, S and P of one batch element\n"
+      "(H = %d) no longer fit. The streaming model's O and L grow only linearly.\n",
+      kH200Bytes / 1e9, static_cast<long long>(first_too_big / 1024), kHeads);
   return 0;
 } catch (const std::exception& e) {
   return fa::cli::fail(e);

@@ -38,9 +38,9 @@ struct Params {
   bool causal;
 };
 
-constexpr int kTile = 16;           // scores_kernel: 16 × 16 threads per block
+constexpr int kTile = 16;  // scores_kernel: 16 × 16 threads per block
 constexpr int kSoftmaxThreads = 256;
-constexpr int kPvThreadsX = 32;     // pv_kernel: 32 output columns × 8 rows per block
+constexpr int kPvThreadsX = 32;  // pv_kernel: 32 output columns × 8 rows per block
 constexpr int kPvThreadsY = 8;
 
 /// Key rows [0, kv_end) are visible from query row i. Causal masks are aligned to the
@@ -52,8 +52,8 @@ __device__ __forceinline__ int kv_end(const Params& p, int i) {
 
 // S[bh, i, j] = scale · q_i · k_j, or -inf where the mask hides j from i.
 // grid: (⌈N_kv/16⌉, ⌈N_q/16⌉, B·H_q), block: 16 × 16.
-__global__ void scores_kernel(Params p, const float* __restrict__ q,
-                              const float* __restrict__ k, float* __restrict__ s) {
+__global__ void scores_kernel(Params p, const float* __restrict__ q, const float* __restrict__ k,
+                              float* __restrict__ s) {
   const int j = blockIdx.x * kTile + threadIdx.x;  // key row
   const int i = blockIdx.y * kTile + threadIdx.y;  // query row
   const int bh = blockIdx.z, b = bh / p.heads_q, h = bh % p.heads_q;
@@ -132,20 +132,21 @@ std::string check_device(const Problem& p, const DeviceLimits& prop) {
   const long long bh = static_cast<long long>(p.batch) * p.heads_q;
   const long long row_tiles = (p.n_q + kTile - 1) / kTile;
   const std::string bh_what = "batch*heads_q (" + std::to_string(bh) + ")";
-  return check_fits("01_naive_attention", prop, p, 0,
-                    {{2, bh, bh_what},
-                     {1, bh, bh_what},
-                     {1, row_tiles, "n_q (" + std::to_string(p.n_q) + ") needs " +
-                                        std::to_string(row_tiles) + " row tiles"}});
+  return check_fits(
+      "01_naive_attention", prop, p, 0,
+      {{2, bh, bh_what},
+       {1, bh, bh_what},
+       {1, row_tiles,
+        "n_q (" + std::to_string(p.n_q) + ") needs " + std::to_string(row_tiles) + " row tiles"}});
 }
 
 void run(const Problem& prob, const DeviceTensors& t, void* workspace, cudaStream_t stream) {
-  Params p{prob.n_q,          prob.n_kv,    prob.head_dim, prob.heads_q,
+  Params p{prob.n_q,          prob.n_kv,        prob.head_dim,     prob.heads_q,
            prob.group_size(), prob.q_strides(), prob.kv_strides(), prob.softmax_scale(),
            prob.causal};
   const int bh = prob.batch * prob.heads_q;
-  float* s = static_cast<float*>(workspace);                          // S: [B·H_q, N_q, N_kv]
-  float* pm = s + std::size_t(bh) * prob.n_q * prob.n_kv;             // P: same shape
+  float* s = static_cast<float*>(workspace);               // S: [B·H_q, N_q, N_kv]
+  float* pm = s + std::size_t(bh) * prob.n_q * prob.n_kv;  // P: same shape
 
   const dim3 sgrid((p.n_kv + kTile - 1) / kTile, (p.n_q + kTile - 1) / kTile, bh);
   scores_kernel<<<sgrid, dim3(kTile, kTile), 0, stream>>>(p, static_cast<const float*>(t.q),

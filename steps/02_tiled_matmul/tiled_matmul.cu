@@ -46,15 +46,15 @@ struct Params {
 // owning a micro-tile of outputs, and walk the reduction dimension in chunks of kBlockK.
 constexpr int kThreadsX = 16;
 constexpr int kThreadsY = 16;
-constexpr int kThreads = kThreadsX * kThreadsY;    // 256
-constexpr int kBlockK = 8;                         // reduction chunk: d (QKᵀ) or N_kv (PV)
-constexpr int kPad = 4;                            // smem row padding in floats, see below
-constexpr int kRowsPerPass = kThreads / kBlockK;   // tile rows one pass of loads fills: 32
+constexpr int kThreads = kThreadsX * kThreadsY;   // 256
+constexpr int kBlockK = 8;                        // reduction chunk: d (QKᵀ) or N_kv (PV)
+constexpr int kPad = 4;                           // smem row padding in floats, see below
+constexpr int kRowsPerPass = kThreads / kBlockK;  // tile rows one pass of loads fills: 32
 // scores_kernel: a 128 × 128 tile of S per block, 8 × 8 scores per thread.
-constexpr int kBlockM = 128;                       // query rows per block
-constexpr int kBlockN = 128;                       // key rows per block
-constexpr int kThreadM = kBlockM / kThreadsY;      // 8 rows per thread
-constexpr int kThreadN = kBlockN / kThreadsX;      // 8 S columns per thread
+constexpr int kBlockM = 128;                   // query rows per block
+constexpr int kBlockN = 128;                   // key rows per block
+constexpr int kThreadM = kBlockM / kThreadsY;  // 8 rows per thread
+constexpr int kThreadN = kBlockN / kThreadsX;  // 8 S columns per thread
 // pv_kernel: a tile of O as wide as the head (kBlockD = 64 or 128 columns), 32 outputs per
 // thread: 8 rows × 4 columns for kBlockD = 64, 4 rows × 8 columns for kBlockD = 128.
 template <int kBlockD>
@@ -92,8 +92,8 @@ __device__ __forceinline__ float component(float4 v, int k) {
 // grid: (⌈N_kv/128⌉, ⌈N_q/128⌉, B·H_q), block: 16 × 16. Thread (tx, ty) computes the 8 × 8
 // scores of query rows ty + 16·r and key rows tx + 16·c (r, c = 0..7).
 __global__ void __launch_bounds__(kThreads, 2)
-scores_kernel(Params p, const float* __restrict__ q, const float* __restrict__ k,
-              float* __restrict__ s) {
+    scores_kernel(Params p, const float* __restrict__ q, const float* __restrict__ k,
+                  float* __restrict__ s) {
   // TUTORIAL: why the +kPad. Shared memory has 32 banks of 4 bytes; two addresses in the
   // same bank (but not the same word) are served one after another — a bank conflict. In
   // the inner loop the 16 threads of a half-warp read a float4 (4 banks) from each of the
@@ -218,18 +218,18 @@ __global__ void softmax_kernel(Params p, const float* __restrict__ s, float* __r
 // (r < kThreadM) and columns 64·c4 + 4·tx + 0..3 (c4 < kBlockD/64).
 template <int kBlockD>
 __global__ void __launch_bounds__(kThreads, 2)
-pv_kernel(Params p, const float* __restrict__ pm, const float* __restrict__ v,
-          float* __restrict__ o) {
+    pv_kernel(Params p, const float* __restrict__ pm, const float* __restrict__ v,
+              float* __restrict__ o) {
   using Cfg = PvConfig<kBlockD>;  // (Cfg::kBlockM: rows of O per block, 128 or 64)
   constexpr int kThreadM = Cfg::kThreadM, kThreadD = Cfg::kThreadD;
   __shared__ __align__(16) float ps[Cfg::kBlockM][kBlockK + kPad];  // P tile, smem [128|64 × 8(+4)]
-  __shared__ __align__(16) float vs[kBlockK][kBlockD];         // V tile, smem [8 × kBlockD]
+  __shared__ __align__(16) float vs[kBlockK][kBlockD];              // V tile, smem [8 × kBlockD]
   // (vs needs no padding: in the inner loop a warp reads within one row of it.)
 
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * kThreadsX + tx;
   const int c0 = blockIdx.x * kBlockD, i0 = blockIdx.y * Cfg::kBlockM;  // tile origin in O
   const int bh = blockIdx.z, b = bh / p.heads_q, h = bh % p.heads_q;
-  const float* ph = pm + std::size_t(bh) * p.n_q * p.n_kv;            // P[bh]: N_q × N_kv
+  const float* ph = pm + std::size_t(bh) * p.n_q * p.n_kv;             // P[bh]: N_q × N_kv
   const float* vh = v + b * p.kvs.batch + (h / p.group) * p.kvs.head;  // V[b, ·, h/group, ·]
 
   // Causal: P is exactly 0 beyond kv_end(i), so the reduction stops at the last key visible
@@ -305,12 +305,12 @@ std::string check_device(const Problem& p, const DeviceLimits& prop) {
   const std::string bh_what = "batch*heads_q (" + std::to_string(bh) + ")";
   constexpr int kMinRows = PvConfig<128>::kBlockM;  // the shortest row tile: 64
   const long long row_tiles = (p.n_q + kMinRows - 1) / kMinRows;
-  return check_fits("02_tiled_matmul", prop, p, 0,
-                    {{2, bh, bh_what},   // scores_kernel and pv_kernel: grid z
-                     {1, bh, bh_what},   // softmax_kernel: grid y
-                     {1, row_tiles,      // scores_kernel and pv_kernel: grid y
-                      "n_q (" + std::to_string(p.n_q) + ") needs " +
-                          std::to_string(row_tiles) + " row tiles"}});
+  return check_fits(
+      "02_tiled_matmul", prop, p, 0,
+      {{2, bh, bh_what},  // scores_kernel and pv_kernel: grid z
+       {1, bh, bh_what},  // softmax_kernel: grid y
+       {1, row_tiles,     // scores_kernel and pv_kernel: grid y
+        "n_q (" + std::to_string(p.n_q) + ") needs " + std::to_string(row_tiles) + " row tiles"}});
 }
 
 template <int kBlockD>
@@ -323,12 +323,12 @@ void launch_pv(const Params& p, int bh, const float* pm, const float* v, float* 
 }
 
 void run(const Problem& prob, const DeviceTensors& t, void* workspace, cudaStream_t stream) {
-  Params p{prob.n_q,          prob.n_kv,    prob.head_dim, prob.heads_q,
+  Params p{prob.n_q,          prob.n_kv,        prob.head_dim,     prob.heads_q,
            prob.group_size(), prob.q_strides(), prob.kv_strides(), prob.softmax_scale(),
            prob.causal};
   const int bh = prob.batch * prob.heads_q;
-  float* s = static_cast<float*>(workspace);                          // S: [B·H_q, N_q, N_kv]
-  float* pm = s + std::size_t(bh) * prob.n_q * prob.n_kv;             // P: same shape
+  float* s = static_cast<float*>(workspace);               // S: [B·H_q, N_q, N_kv]
+  float* pm = s + std::size_t(bh) * prob.n_q * prob.n_kv;  // P: same shape
 
   const dim3 sgrid((p.n_kv + kBlockN - 1) / kBlockN, (p.n_q + kBlockM - 1) / kBlockM, bh);
   scores_kernel<<<sgrid, dim3(kThreadsX, kThreadsY), 0, stream>>>(

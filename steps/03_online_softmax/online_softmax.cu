@@ -44,15 +44,15 @@ struct Params {
 // micro-tile of outputs, and walk their reduction dimension (d, N_kv) in chunks.
 constexpr int kThreadsX = 16;
 constexpr int kThreadsY = 16;
-constexpr int kThreads = kThreadsX * kThreadsY;    // 256
-constexpr int kBlockK = 8;                         // reduction chunk of d in scores_kernel
-constexpr int kPad = 4;                            // smem row padding in floats, see below
-constexpr int kRowsPerPass = kThreads / kBlockK;   // tile rows one pass of loads fills: 32
+constexpr int kThreads = kThreadsX * kThreadsY;   // 256
+constexpr int kBlockK = 8;                        // reduction chunk of d in scores_kernel
+constexpr int kPad = 4;                           // smem row padding in floats, see below
+constexpr int kRowsPerPass = kThreads / kBlockK;  // tile rows one pass of loads fills: 32
 // scores_kernel: a 128 × 128 tile of S per block, 8 × 8 scores per thread.
-constexpr int kBlockM = 128;                       // query rows per block
-constexpr int kBlockN = 128;                       // key rows per block
-constexpr int kThreadM = kBlockM / kThreadsY;      // 8 rows per thread
-constexpr int kThreadN = kBlockN / kThreadsX;      // 8 S columns per thread
+constexpr int kBlockM = 128;                   // query rows per block
+constexpr int kBlockN = 128;                   // key rows per block
+constexpr int kThreadM = kBlockM / kThreadsY;  // 8 rows per thread
+constexpr int kThreadN = kBlockN / kThreadsX;  // 8 S columns per thread
 // softmax_pv_kernel: a tile of O as wide as the head (kBlockD = 64 or 128 columns), 32
 // outputs per thread: 8 rows × 4 columns for kBlockD = 64, 4 rows × 8 columns for 128. It
 // streams S and V in tiles of kBlockKv keys.
@@ -63,8 +63,8 @@ struct PvConfig {
   static constexpr int kThreadM = kBlockM / kThreadsY;      // 8 or 4 rows per thread
   static constexpr int kThreadD = kBlockD / kThreadsX;      // 4 or 8 columns per thread
   // For the softmax statistics a row of the S tile is split between a few adjacent threads.
-  static constexpr int kStatThreads = kThreads / kBlockM;   // threads per row: 2 or 4
-  static constexpr int kStatCols = kBlockKv / kStatThreads; // S columns each: 16 or 8
+  static constexpr int kStatThreads = kThreads / kBlockM;    // threads per row: 2 or 4
+  static constexpr int kStatCols = kBlockKv / kStatThreads;  // S columns each: 16 or 8
 };
 
 static_assert(kBlockK % 4 == 0 && kBlockKv % 4 == 0,
@@ -95,8 +95,8 @@ __device__ __forceinline__ float component(float4 v, int k) {
 // grid: (⌈N_kv/128⌉, ⌈N_q/128⌉, B·H_q), block: 16 × 16. Thread (tx, ty) computes the 8 × 8
 // scores of query rows ty + 16·r and key rows tx + 16·c (r, c = 0..7).
 __global__ void __launch_bounds__(kThreads, 2)
-scores_kernel(Params p, const float* __restrict__ q, const float* __restrict__ k,
-              float* __restrict__ s) {
+    scores_kernel(Params p, const float* __restrict__ q, const float* __restrict__ k,
+                  float* __restrict__ s) {
   // TUTORIAL: why the +kPad. Shared memory has 32 banks of 4 bytes; two addresses in the
   // same bank (but not the same word) are served one after another — a bank conflict. In
   // the inner loop the 16 threads of a half-warp read a float4 (4 banks) from each of the
@@ -243,8 +243,8 @@ __device__ __forceinline__ float group_sum(float x) {
 //     64·c4 + 4·tx + 0..3 (c4 < kBlockD/64) — the same micro-tile as step 02's pv_kernel.
 template <int kBlockD>
 __global__ void __launch_bounds__(kThreads, 2)
-softmax_pv_kernel(Params p, const float* __restrict__ s, const float* __restrict__ v,
-                  float* __restrict__ o, float* __restrict__ lse) {
+    softmax_pv_kernel(Params p, const float* __restrict__ s, const float* __restrict__ v,
+                      float* __restrict__ o, float* __restrict__ lse) {
   using Cfg = PvConfig<kBlockD>;  // (Cfg::kBlockM: query rows per block, 128 or 64)
   constexpr int kThreadM = Cfg::kThreadM, kThreadD = Cfg::kThreadD;
   constexpr int kStatThreads = Cfg::kStatThreads, kStatCols = Cfg::kStatCols;
@@ -255,7 +255,7 @@ softmax_pv_kernel(Params p, const float* __restrict__ s, const float* __restrict
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * kThreadsX + tx;
   const int c0 = blockIdx.x * kBlockD, i0 = blockIdx.y * Cfg::kBlockM;  // tile origin in O
   const int bh = blockIdx.z, b = bh / p.heads_q, h = bh % p.heads_q;
-  const float* sh = s + std::size_t(bh) * p.n_q * p.n_kv;             // S[bh]: N_q × N_kv
+  const float* sh = s + std::size_t(bh) * p.n_q * p.n_kv;              // S[bh]: N_q × N_kv
   const float* vh = v + b * p.kvs.batch + (h / p.group) * p.kvs.head;  // V[b, ·, h/group, ·]
 
   // Causal: keys past the last one visible from the tile's last row are masked (−inf) for
@@ -378,11 +378,11 @@ std::string check_device(const Problem& p, const DeviceLimits& prop) {
   const long long bh = static_cast<long long>(p.batch) * p.heads_q;
   constexpr int kMinRows = PvConfig<128>::kBlockM;  // the shortest row tile: 64
   const long long row_tiles = (p.n_q + kMinRows - 1) / kMinRows;
-  return check_fits("03_online_softmax", prop, p, 0,
-                    {{2, bh, "batch*heads_q (" + std::to_string(bh) + ")"},  // both kernels
-                     {1, row_tiles,                                          // both kernels
-                      "n_q (" + std::to_string(p.n_q) + ") needs " +
-                          std::to_string(row_tiles) + " row tiles"}});
+  return check_fits(
+      "03_online_softmax", prop, p, 0,
+      {{2, bh, "batch*heads_q (" + std::to_string(bh) + ")"},  // both kernels
+       {1, row_tiles,                                          // both kernels
+        "n_q (" + std::to_string(p.n_q) + ") needs " + std::to_string(row_tiles) + " row tiles"}});
 }
 
 template <int kBlockD>
@@ -395,7 +395,7 @@ void launch_softmax_pv(const Params& p, int bh, const float* s, const float* v, 
 }
 
 void run(const Problem& prob, const DeviceTensors& t, void* workspace, cudaStream_t stream) {
-  Params p{prob.n_q,          prob.n_kv,    prob.head_dim, prob.heads_q,
+  Params p{prob.n_q,          prob.n_kv,        prob.head_dim,     prob.heads_q,
            prob.group_size(), prob.q_strides(), prob.kv_strides(), prob.softmax_scale(),
            prob.causal};
   const int bh = prob.batch * prob.heads_q;

@@ -101,20 +101,19 @@ struct Params {
 //     at 97 KB (two per SM) and halves the K/V traffic per FLOP. d = 32 and 16 reuse that
 //     shape with thinner O blocks (they are not the performance targets).
 // ---------------------------------------------------------------------------------------------
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNumWarps_, int kColThreads_,
-          int kPtPad_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNumWarps_, int kColThreads_, int kPtPad_>
 struct Config {
-  static constexpr int kHeadDim = kHeadDim_;    // d
-  static constexpr int kBlockM = kBlockM_;      // query rows per block (Q, O tile rows)
-  static constexpr int kBlockN = kBlockN_;      // keys per K/V tile (S tile columns)
+  static constexpr int kHeadDim = kHeadDim_;  // d
+  static constexpr int kBlockM = kBlockM_;    // query rows per block (Q, O tile rows)
+  static constexpr int kBlockN = kBlockN_;    // keys per K/V tile (S tile columns)
   static constexpr int kNumWarps = kNumWarps_;
   static constexpr int kNumThreads = 32 * kNumWarps;
-  static constexpr int kMinBlocksPerSm = 2;     // for __launch_bounds__: 255 registers
-  static constexpr int kColThreads = kColThreads_;                  // lanes sharing a row
+  static constexpr int kMinBlocksPerSm = 2;         // for __launch_bounds__: 255 registers
+  static constexpr int kColThreads = kColThreads_;  // lanes sharing a row
   static constexpr int kRowGroups = kNumThreads / kColThreads;
-  static constexpr int kRowsPerThread = kBlockM / kRowGroups;       // rows of S and O
-  static constexpr int kColsPerThread = kBlockN / kColThreads;      // columns (keys) of S
-  static constexpr int kDimsPerThread = kHeadDim / kColThreads;     // columns (dims) of O
+  static constexpr int kRowsPerThread = kBlockM / kRowGroups;    // rows of S and O
+  static constexpr int kColsPerThread = kBlockN / kColThreads;   // columns (keys) of S
+  static constexpr int kDimsPerThread = kHeadDim / kColThreads;  // columns (dims) of O
   // Pᵀ rows are padded by kPtPad floats. Unpadded, every key row of Pᵀ starts at bank 0, and
   // the 32 lanes of one P store (float4 of 4 rows, one key per lane) land on only as many
   // bank groups as the warp has row groups: 8 or 16 wavefronts instead of the minimum 4.
@@ -153,10 +152,10 @@ struct Config {
 };
 
 //                      d   kBlockM kBlockN warps lanes/row pad   S block  O block  smem
-using ConfigD16 = Config<16, 128, 64, 4, 4, 4>;   //            4 × 16   4 × 4    50 KB
-using ConfigD32 = Config<32, 128, 64, 4, 8, 4>;   //            8 × 8    8 × 4    65 KB
-using ConfigD64 = Config<64, 128, 64, 4, 8, 4>;   //            8 × 8    8 × 8    97 KB
-using ConfigD128 = Config<128, 64, 64, 4, 16, 0>; //            8 × 4    8 × 8   112 KB
+using ConfigD16 = Config<16, 128, 64, 4, 4, 4>;    //            4 × 16   4 × 4    50 KB
+using ConfigD32 = Config<32, 128, 64, 4, 8, 4>;    //            8 × 8    8 × 4    65 KB
+using ConfigD64 = Config<64, 128, 64, 4, 8, 4>;    //            8 × 8    8 × 8    97 KB
+using ConfigD128 = Config<128, 64, 64, 4, 16, 0>;  //            8 × 4    8 × 8   112 KB
 
 // ---------------------------------------------------------------------------------------------
 // Moving tiles into shared memory.
@@ -221,9 +220,9 @@ __device__ __forceinline__ void load_v_async(float* sV, const float* tile, std::
 // (One thread per row with 16-byte loads would touch 32 cache lines per instruction.)
 template <class Cfg, int kRows>
 struct TransposedTileLoader {
-  static constexpr int kChunks = Cfg::kHeadDim / 4;            // 16-byte chunks in one row
-  static constexpr int kRowQuadGroups = kRows / 32;             // groups of 8 row-quads
-  static constexpr int kChunkGroups = kChunks / 4;              // groups of 4 chunks
+  static constexpr int kChunks = Cfg::kHeadDim / 4;                    // 16-byte chunks in one row
+  static constexpr int kRowQuadGroups = kRows / 32;                    // groups of 8 row-quads
+  static constexpr int kChunkGroups = kChunks / 4;                     // groups of 4 chunks
   static constexpr int kWarpStride = Cfg::kNumWarps / kRowQuadGroups;  // chunk groups per pass
   static constexpr int kUnitsPerThread = (kChunkGroups + kWarpStride - 1) / kWarpStride;
   static_assert(kRows % 32 == 0 && kChunks % 4 == 0, "whole 8 × 4 lane patterns");
@@ -248,8 +247,7 @@ struct TransposedTileLoader {
   /// \param tile        the tile's first row in global memory
   /// \param row_stride  elements between rows
   /// \param valid_rows  rows at and past this are zero-filled (the ragged tail), ≥ 1
-  __device__ __forceinline__ void load(const float* tile, std::int64_t row_stride,
-                                       int valid_rows) {
+  __device__ __forceinline__ void load(const float* tile, std::int64_t row_stride, int valid_rows) {
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       // A row past the end reads the last valid row instead (always in bounds) and is then
@@ -332,8 +330,9 @@ __device__ __forceinline__ void outer_product_mma(float (&acc)[kRows][kCols],
 /// \brief Pᵀ[key][row] ← this thread's block of P (its rows × its keys), one float4 of 4
 /// consecutive rows per store.
 template <class Cfg>
-__device__ __forceinline__ void store_pt(
-    float* sPt, const float (&p)[Cfg::kRowsPerThread][Cfg::kColsPerThread], int rg, int cl) {
+__device__ __forceinline__ void store_pt(float* sPt,
+                                         const float (&p)[Cfg::kRowsPerThread][Cfg::kColsPerThread],
+                                         int rg, int cl) {
 #pragma unroll
   for (int c = 0; c < Cfg::kColsPerThread; ++c) {
     float* key_row = sPt + Cfg::col_of(cl, c) * Cfg::kPtStride;
@@ -349,17 +348,17 @@ __device__ __forceinline__ void store_pt(
 // ---------------------------------------------------------------------------------------------
 template <class Cfg, bool IsCausal>
 __global__ void __launch_bounds__(Cfg::kNumThreads, Cfg::kMinBlocksPerSm)
-    flash_attention_kernel(const Params p, const float* __restrict__ q,
-                           const float* __restrict__ k, const float* __restrict__ v,
-                           float* __restrict__ o, float* __restrict__ lse) {
+    flash_attention_kernel(const Params p, const float* __restrict__ q, const float* __restrict__ k,
+                           const float* __restrict__ v, float* __restrict__ o,
+                           float* __restrict__ lse) {
   constexpr int kRows = Cfg::kRowsPerThread, kCols = Cfg::kColsPerThread;
   constexpr int kDims = Cfg::kDimsPerThread;
 
   extern __shared__ float4 smem_f4[];  // float4: 16-byte alignment for the vector accesses
   float* sQt = reinterpret_cast<float*>(smem_f4);  // Qᵀ [kHeadDim][kBlockM], whole kernel
-  float* sKt = sQt + Cfg::kQtFloats;                // Kᵀ [kHeadDim][kBlockN], one tile
-  float* sV = sKt + Cfg::kKtFloats;                 // V  [kBlockN][kHeadDim], one tile
-  float* sPt = sV + Cfg::kVFloats;                  // Pᵀ [kBlockN][kPtStride], one tile
+  float* sKt = sQt + Cfg::kQtFloats;               // Kᵀ [kHeadDim][kBlockN], one tile
+  float* sV = sKt + Cfg::kKtFloats;                // V  [kBlockN][kHeadDim], one tile
+  float* sPt = sV + Cfg::kVFloats;                 // Pᵀ [kBlockN][kPtStride], one tile
 
   // TUTORIAL: with a causal mask, late query blocks visit many K/V tiles and early ones few.
   // Blocks are launched roughly in blockIdx order, so hand out the longest first: the short
@@ -367,7 +366,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, Cfg::kMinBlocksPerSm)
   const int m_block = IsCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int m0 = m_block * Cfg::kBlockM;  // first query row of this block
   const int bh = blockIdx.y, b = bh / p.heads_q, h = bh % p.heads_q;
-  const int g = h / p.group;              // the K/V head this query head reads (GQA)
+  const int g = h / p.group;  // the K/V head this query head reads (GQA)
   const std::int64_t q_off = b * p.qs.batch + h * p.qs.head;
   const std::int64_t kv_off = b * p.kvs.batch + g * p.kvs.head;
   const float* k_head = k + kv_off;
@@ -412,8 +411,8 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, Cfg::kMinBlocksPerSm)
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
       for (int c = 0; c < kCols; ++c) s[r][c] = 0.f;
-    outer_product_mma<Cfg::kHeadDim, Cfg::kBlockM, Cfg::kBlockN, Cfg::kRowGroups,
-                      Cfg::kColThreads>(s, sQt, sKt, rg, cl);  // S = Q Kᵀ (unscaled)
+    outer_product_mma<Cfg::kHeadDim, Cfg::kBlockM, Cfg::kBlockN, Cfg::kRowGroups, Cfg::kColThreads>(
+        s, sQt, sKt, rg, cl);     // S = Q Kᵀ (unscaled)
     if (t >= tiles.num_unmasked)  // only tiles crossing the diagonal or the end of K
       apply_mask<IsCausal, Cfg>(s, m0, n0, rg, cl, p.n_q, p.n_kv);
     softmax.update(s, acc_o, p.scale_log2);  // s now holds P (unnormalised)
@@ -458,11 +457,20 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, Cfg::kMinBlocksPerSm)
 template <class F>
 bool with_config(int head_dim, F&& f) {
   switch (head_dim) {
-    case 16: f(ConfigD16{}); return true;
-    case 32: f(ConfigD32{}); return true;
-    case 64: f(ConfigD64{}); return true;
-    case 128: f(ConfigD128{}); return true;
-    default: return false;
+    case 16:
+      f(ConfigD16{});
+      return true;
+    case 32:
+      f(ConfigD32{});
+      return true;
+    case 64:
+      f(ConfigD64{});
+      return true;
+    case 128:
+      f(ConfigD128{});
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -481,8 +489,9 @@ std::string check_device(const Problem& p, const DeviceLimits& prop) {
   const long long m_blocks = (p.n_q + block_m - 1) / block_m;
   return check_fits("04_flash_attention", prop, p, smem,
                     {{1, bh, "batch*heads_q (" + std::to_string(bh) + ")"},
-                     {0, m_blocks, "n_q (" + std::to_string(p.n_q) + ") needs " +
-                                       std::to_string(m_blocks) + " query blocks"}});
+                     {0, m_blocks,
+                      "n_q (" + std::to_string(p.n_q) + ") needs " + std::to_string(m_blocks) +
+                          " query blocks"}});
 }
 
 template <class Cfg, bool IsCausal>
@@ -502,8 +511,7 @@ void launch(const Params& p, int batch, const DeviceTensors& t, cudaStream_t str
 }
 
 template <class Cfg>
-void launch(const Params& p, int batch, bool causal, const DeviceTensors& t,
-            cudaStream_t stream) {
+void launch(const Params& p, int batch, bool causal, const DeviceTensors& t, cudaStream_t stream) {
   if (causal)
     launch<Cfg, true>(p, batch, t, stream);
   else
@@ -511,8 +519,12 @@ void launch(const Params& p, int batch, bool causal, const DeviceTensors& t,
 }
 
 void run(const Problem& prob, const DeviceTensors& t, void* /*workspace*/, cudaStream_t stream) {
-  const Params p{prob.n_q,          prob.n_kv,         prob.heads_q,
-                 prob.group_size(), prob.q_strides(),  prob.kv_strides(),
+  const Params p{prob.n_q,
+                 prob.n_kv,
+                 prob.heads_q,
+                 prob.group_size(),
+                 prob.q_strides(),
+                 prob.kv_strides(),
                  prob.softmax_scale() * kLog2e};
   const bool supported = with_config(prob.head_dim, [&](auto cfg) {
     launch<decltype(cfg)>(p, prob.batch, prob.causal, t, stream);

@@ -565,8 +565,9 @@ std::string check_device(const Problem& p, const DeviceLimits& prop) {
   const long long m_blocks = (p.n_q + block_m - 1) / block_m;
   return check_fits("05_tensor_cores", prop, p, smem,
                     {{1, bh, "batch*heads_q (" + std::to_string(bh) + ")"},
-                     {0, m_blocks, "n_q (" + std::to_string(p.n_q) + ") needs " +
-                                       std::to_string(m_blocks) + " query blocks"}});
+                     {0, m_blocks,
+                      "n_q (" + std::to_string(p.n_q) + ") needs " + std::to_string(m_blocks) +
+                          " query blocks"}});
 }
 
 template <class Cfg, bool IsCausal>

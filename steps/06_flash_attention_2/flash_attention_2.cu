@@ -111,9 +111,14 @@ constexpr const char* kStepName = "06_flash_attention_2";
 template <bool IsCausal, class F>
 bool with_traits_of(int head_dim, F&& f) {
   switch (head_dim) {
-    case 64: f(typename FwdConfig<64, __nv_bfloat16, IsCausal>::Traits{}); return true;
-    case 128: f(typename FwdConfig<128, __nv_bfloat16, IsCausal>::Traits{}); return true;
-    default: return false;
+    case 64:
+      f(typename FwdConfig<64, __nv_bfloat16, IsCausal>::Traits{});
+      return true;
+    case 128:
+      f(typename FwdConfig<128, __nv_bfloat16, IsCausal>::Traits{});
+      return true;
+    default:
+      return false;
   }
 }
 template <class F>
@@ -127,9 +132,10 @@ std::size_t nxn_bytes_written(const Problem&) { return 0; }  // S and P stay in 
 
 std::string check_device(const Problem& p, const DeviceLimits& prop) {
   if (prop.major < 8)
-    return "compute capability " + std::to_string(prop.major) + "." +
-           std::to_string(prop.minor) + " is below the 8.0 needed by mma.sync bf16, ldmatrix "
-           "and cp.async for step " + kStepName;
+    return "compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+           " is below the 8.0 needed by mma.sync bf16, ldmatrix "
+           "and cp.async for step " +
+           kStepName;
   std::size_t smem = 0;
   long long block_m = 1;
   with_traits(p, [&](auto traits) {
@@ -137,19 +143,25 @@ std::string check_device(const Problem& p, const DeviceLimits& prop) {
     block_m = decltype(traits)::kBlockM;
   });
   const long long m_blocks = (p.n_q + block_m - 1) / block_m;
-  return check_fits(kStepName, prop, p, smem,
-                    {{0, m_blocks, "n_q (" + std::to_string(p.n_q) + ") needs " +
-                                       std::to_string(m_blocks) + " query blocks"},
-                     {1, p.heads_q, "heads_q (" + std::to_string(p.heads_q) + ")"},
-                     {2, p.batch, "batch (" + std::to_string(p.batch) + ")"}});
+  return check_fits(
+      kStepName, prop, p, smem,
+      {{0, m_blocks,
+        "n_q (" + std::to_string(p.n_q) + ") needs " + std::to_string(m_blocks) + " query blocks"},
+       {1, p.heads_q, "heads_q (" + std::to_string(p.heads_q) + ")"},
+       {2, p.batch, "batch (" + std::to_string(p.batch) + ")"}});
 }
 
 template <class Element>
 bool run_head_dim(int head_dim, const FwdParams& p, cudaStream_t stream) {
   switch (head_dim) {
-    case 64: run_flash_fwd<64, Element>(p, stream); return true;
-    case 128: run_flash_fwd<128, Element>(p, stream); return true;
-    default: return false;
+    case 64:
+      run_flash_fwd<64, Element>(p, stream);
+      return true;
+    case 128:
+      run_flash_fwd<128, Element>(p, stream);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -161,9 +173,9 @@ void run(const Problem& prob, const DeviceTensors& t, void* /*workspace*/, cudaS
   else if (prob.dtype == DType::F16)
     supported = run_head_dim<__half>(prob.head_dim, p, stream);
   if (!supported)  // check_step rejects these before run(); this guards direct calls
-    throw std::invalid_argument(std::string("dtype ") + dtype_name(prob.dtype) +
-                                " with head_dim " + std::to_string(prob.head_dim) +
-                                " is not supported by step " + kStepName);
+    throw std::invalid_argument(std::string("dtype ") + dtype_name(prob.dtype) + " with head_dim " +
+                                std::to_string(prob.head_dim) + " is not supported by step " +
+                                kStepName);
 }
 
 StepInfo info() {

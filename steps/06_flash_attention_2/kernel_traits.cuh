@@ -17,11 +17,11 @@ namespace fa::step06 {
 /// \brief What the kernel needs, by value (a __grid_constant__ kernel argument). Offsets are
 /// int: validate() keeps every index into Q, K, V, O and L below 2^31 (problem.h, Limits).
 struct FwdParams {
-  const void* q;  // [B, N_q, H_q, d] or [B, H_q, N_q, d], Element
-  const void* k;  // [B, N_kv, H_kv, d] or [B, H_kv, N_kv, d], Element
-  const void* v;  // same as k
-  void* o;        // same as q
-  float* lse;     // [B, H_q, N_q] fp32, natural log
+  const void* q;              // [B, N_q, H_q, d] or [B, H_q, N_q, d], Element
+  const void* k;              // [B, N_kv, H_kv, d] or [B, H_kv, N_kv, d], Element
+  const void* v;              // same as k
+  void* o;                    // same as q
+  float* lse;                 // [B, H_q, N_q] fp32, natural log
   int batch, heads_q, group;  // group = H_q / H_kv query heads per K/V head (GQA)
   int n_q, n_kv;
   int q_batch_stride, q_head_stride, q_row_stride;     // elements, for Q and O
@@ -95,20 +95,19 @@ struct FwdParams {
 // false rescales O after every tile, kMinBlocksPerSm_ is __launch_bounds__'s occupancy
 // promise (2 → at most 255 registers for 4 warps; 1 for configurations of 8 warps).
 // ---------------------------------------------------------------------------------------------
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNumWarps_, int kStages_,
-          class Element_, bool kSwizzle_ = true, bool kSkipRescale_ = true,
-          int kMinBlocksPerSm_ = 2>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNumWarps_, int kStages_, class Element_,
+          bool kSwizzle_ = true, bool kSkipRescale_ = true, int kMinBlocksPerSm_ = 2>
 struct KernelTraits {
-  using Element = Element_;  // __nv_bfloat16 or __half: Q, K, V, O and P
-  static constexpr int kHeadDim = kHeadDim_;    // d
-  static constexpr int kBlockM = kBlockM_;      // query rows per CTA
-  static constexpr int kBlockN = kBlockN_;      // keys per K/V tile
+  using Element = Element_;                   // __nv_bfloat16 or __half: Q, K, V, O and P
+  static constexpr int kHeadDim = kHeadDim_;  // d
+  static constexpr int kBlockM = kBlockM_;    // query rows per CTA
+  static constexpr int kBlockN = kBlockN_;    // keys per K/V tile
   static constexpr int kNumWarps = kNumWarps_;
   static constexpr int kNumThreads = 32 * kNumWarps;
   static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;  // __launch_bounds__ (2: 255 regs)
-  static constexpr bool kSwizzle = kSwizzle_;          // XOR-swizzled tiles (below)
-  static constexpr bool kSkipRescale = kSkipRescale_;  // skip O *= α when no max moved
-  static constexpr int kStages = kStages_;      // K/V buffers: tile j computed, j+1 … in flight
+  static constexpr bool kSwizzle = kSwizzle_;               // XOR-swizzled tiles (below)
+  static constexpr bool kSkipRescale = kSkipRescale_;       // skip O *= α when no max moved
+  static constexpr int kStages = kStages_;  // K/V buffers: tile j computed, j+1 … in flight
 
   static constexpr int kWarpRows = kBlockM / kNumWarps;  // query rows per warp (32)
   static constexpr int kMmaM = kWarpRows / 16;           // m16 tiles per warp (2)
@@ -118,10 +117,10 @@ struct KernelTraits {
   static constexpr int kKStepsO = kBlockN / 16;          // k16 steps of O += P V (over keys)
 
   // Shared memory. Every tile is [rows][kHeadDim] Elements, row-major, in 16-byte chunks.
-  static constexpr int kChunksPerRow = kHeadDim * 2 / 16;     // 16-byte chunks per row
+  static constexpr int kChunksPerRow = kHeadDim * 2 / 16;  // 16-byte chunks per row
   static constexpr int kRowBytes = kHeadDim * 2;
-  static constexpr int kQBytes = kBlockM * kRowBytes;         // sQ [kBlockM][kHeadDim]
-  static constexpr int kKVTileBytes = kBlockN * kRowBytes;    // one K or V tile
+  static constexpr int kQBytes = kBlockM * kRowBytes;                      // sQ [kBlockM][kHeadDim]
+  static constexpr int kKVTileBytes = kBlockN * kRowBytes;                 // one K or V tile
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVTileBytes;  // Q, K[], V[]
 
   static_assert(sizeof(Element) == 2, "16-bit elements only");
@@ -163,8 +162,8 @@ struct KernelTraits {
   /// still holds there: a row is 128 or 256 bytes, so adding 32·j to a chunk-0/1 offset
   /// never carries out of the row's low bits, and adding is XOR.)
   __device__ static constexpr uint32_t swizzle(int row, int chunk) {
-    return static_cast<uint32_t>(
-        (row * kChunksPerRow + (kSwizzle ? chunk ^ (row % 8) : chunk)) * 16);
+    return static_cast<uint32_t>((row * kChunksPerRow + (kSwizzle ? chunk ^ (row % 8) : chunk)) *
+                                 16);
   }
 };
 

@@ -1,6 +1,6 @@
 // bench.cpp — Google Benchmark over every registered step and the cuBLAS baseline, on the
-// shapes of docs/conventions.md: hidden size 2048 (d = 64 → 32 heads, d = 128 → 16 heads), B·N = 16384,
-// N from 512 to 16384, causal off and on.
+// shapes of docs/conventions.md: hidden size 2048 (d = 64 → 32 heads, d = 128 → 16 heads), B·N =
+// 16384, N from 512 to 16384, causal off and on.
 //
 //   bin/bench_all --benchmark_out=bench.json --benchmark_out_format=json
 //   bin/bench_04_flash_attention --ns 1024,4096 --dims 64 --causal off
@@ -42,16 +42,16 @@ struct InputCache {
 
 bool same_shape(const fa::Problem& a, const fa::Problem& b) {
   return a.batch == b.batch && a.heads_q == b.heads_q && a.heads_kv == b.heads_kv &&
-         a.n_q == b.n_q && a.n_kv == b.n_kv && a.head_dim == b.head_dim &&
-         a.dtype == b.dtype && a.layout == b.layout;
+         a.n_q == b.n_q && a.n_kv == b.n_kv && a.head_dim == b.head_dim && a.dtype == b.dtype &&
+         a.layout == b.layout;
 }
 
 fa::DeviceProblem& inputs_for(const fa::Problem& p) {
   static InputCache cache;
   if (!cache.dev || !same_shape(cache.shape, p)) {
     cache.dev.reset();  // free the previous shape first
-    cache.dev = std::make_unique<fa::DeviceProblem>(
-        fa::make_inputs(p, fa::Distribution::Normal, 2024), 0);
+    cache.dev =
+        std::make_unique<fa::DeviceProblem>(fa::make_inputs(p, fa::Distribution::Normal, 2024), 0);
     cache.shape = p;
   }
   return *cache.dev;
@@ -60,8 +60,8 @@ fa::DeviceProblem& inputs_for(const fa::Problem& p) {
 std::string record_name(const std::string& impl, const fa::Problem& p) {
   std::ostringstream os;
   os << impl << '/' << fa::dtype_name(p.dtype) << "/d" << p.head_dim << "/causal" << p.causal
-     << "/B" << p.batch << "/Hq" << p.heads_q << "/Hkv" << p.heads_kv << "/Nq" << p.n_q
-     << "/Nkv" << p.n_kv << '/' << fa::layout_name(p.layout);
+     << "/B" << p.batch << "/Hq" << p.heads_q << "/Hkv" << p.heads_kv << "/Nq" << p.n_q << "/Nkv"
+     << p.n_kv << '/' << fa::layout_name(p.layout);
   return os.str();
 }
 
@@ -100,8 +100,9 @@ void time_it(benchmark::State& state, const fa::Problem& p, std::size_t extra_by
 }  // namespace
 
 int main(int argc, char** argv) try {
-  CLI::App app{"Benchmarks of every step and the cuBLAS baseline (Google Benchmark flags, "
-               "--benchmark_*, pass through)"};
+  CLI::App app{
+      "Benchmarks of every step and the cuBLAS baseline (Google Benchmark flags, "
+      "--benchmark_*, pass through)"};
   app.allow_extras();  // Google Benchmark's own flags
   std::vector<int> ns{512, 1024, 2048, 4096, 8192, 16384}, dims{64, 128};
   std::vector<bool> causals{false, true};
@@ -111,24 +112,30 @@ int main(int argc, char** argv) try {
   bool baseline = true;
   double min_time = 0.3;
   app.add_option("--ns", ns, "sequence lengths N (N_q = N_kv), comma-separated")
-      ->delimiter(',')->check(fa::cli::int_range(1))->capture_default_str();
+      ->delimiter(',')
+      ->check(fa::cli::int_range(1))
+      ->capture_default_str();
   app.add_option("--dims", dims, "head dims d, comma-separated")
-      ->delimiter(',')->check(fa::cli::int_range(1, fa::Limits::kMaxHeadDim))
+      ->delimiter(',')
+      ->check(fa::cli::int_range(1, fa::Limits::kMaxHeadDim))
       ->capture_default_str();
   fa::cli::add_causal_choice(app, &causals);
   fa::cli::add_dtype(app, "--dtype", &base.dtype, "element type: fp32, fp16 or bf16");
   fa::cli::add_layout(app, &base.layout);
   app.add_option("--tokens", tokens, "B·N, kept constant (B = max(1, tokens / N))")
-      ->check(fa::cli::int_range(1))->capture_default_str();
+      ->check(fa::cli::int_range(1))
+      ->capture_default_str();
   app.add_option("--hidden", hidden, "H·d, kept constant (H = max(1, hidden / d))")
-      ->check(fa::cli::int_range(1))->capture_default_str();
+      ->check(fa::cli::int_range(1))
+      ->capture_default_str();
   app.add_option("--only", only, "one step (name, number or slug)")
       ->check(fa::cli::step_validator(false));
   app.add_option("--baseline", baseline, "also time the cuBLAS baseline (fp32 only)")
       ->check(CLI::IsMember({"true", "false", "on", "off", "1", "0"}, CLI::ignore_case))
       ->capture_default_str();
   app.add_option("--min-time", min_time, "seconds of GPU time per benchmark")
-      ->check(CLI::Range(0.001, 3600.0))->capture_default_str();
+      ->check(CLI::Range(0.001, 3600.0))
+      ->capture_default_str();
   FA_CLI_PARSE(app, argc, argv);
   // What CLI11 left is Google Benchmark's: it takes its flags, anything else is refused.
   std::vector<std::string> rest = app.remaining();
@@ -206,31 +213,39 @@ int main(int argc, char** argv) try {
   for (const Planned& x : plan) {
     const fa::Problem p = x.p;
     if (const fa::StepInfo* step = x.step) {
-      benchmark::RegisterBenchmark(record_name(step->name, p).c_str(),
-                                   [step, p](benchmark::State& st) {
-        const std::size_t ws = step->workspace_bytes ? step->workspace_bytes(p) : 0;
-        auto buffer = std::make_shared<fa::DeviceBuffer>();
-        time_it(st, p, ws, step->nxn_bytes_written ? double(step->nxn_bytes_written(p)) : 0,
-                [step, p, ws, buffer]() -> std::function<void()> {
-                  fa::DeviceProblem& dev = inputs_for(p);
-                  *buffer = fa::DeviceBuffer(ws);
-                  return [step, p, &dev, buffer] {
-                    fa::run_step(*step, p, dev.tensors(), buffer->get());
-                  };
-                });
-      })->UseManualTime()->MinTime(min_time)->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(
+          record_name(step->name, p).c_str(),
+          [step, p](benchmark::State& st) {
+            const std::size_t ws = step->workspace_bytes ? step->workspace_bytes(p) : 0;
+            auto buffer = std::make_shared<fa::DeviceBuffer>();
+            time_it(st, p, ws, step->nxn_bytes_written ? double(step->nxn_bytes_written(p)) : 0,
+                    [step, p, ws, buffer]() -> std::function<void()> {
+                      fa::DeviceProblem& dev = inputs_for(p);
+                      *buffer = fa::DeviceBuffer(ws);
+                      return [step, p, &dev, buffer] {
+                        fa::run_step(*step, p, dev.tensors(), buffer->get());
+                      };
+                    });
+          })
+          ->UseManualTime()
+          ->MinTime(min_time)
+          ->Unit(benchmark::kMillisecond);
     } else {
-      benchmark::RegisterBenchmark(record_name("cublas_baseline", p).c_str(),
-                                   [p](benchmark::State& st) {
-        auto base = std::make_shared<std::unique_ptr<fa::baseline::CublasAttention>>();
-        time_it(st, p, fa::baseline::CublasAttention::workspace_bytes(p),
-                double(fa::baseline::CublasAttention::nxn_bytes_written(p)),
-                [p, base]() -> std::function<void()> {
-                  fa::DeviceProblem& dev = inputs_for(p);
-                  *base = std::make_unique<fa::baseline::CublasAttention>(p);
-                  return [&dev, base] { (*base)->run(dev.tensors()); };
-                });
-      })->UseManualTime()->MinTime(min_time)->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(
+          record_name("cublas_baseline", p).c_str(),
+          [p](benchmark::State& st) {
+            auto base = std::make_shared<std::unique_ptr<fa::baseline::CublasAttention>>();
+            time_it(st, p, fa::baseline::CublasAttention::workspace_bytes(p),
+                    double(fa::baseline::CublasAttention::nxn_bytes_written(p)),
+                    [p, base]() -> std::function<void()> {
+                      fa::DeviceProblem& dev = inputs_for(p);
+                      *base = std::make_unique<fa::baseline::CublasAttention>(p);
+                      return [&dev, base] { (*base)->run(dev.tensors()); };
+                    });
+          })
+          ->UseManualTime()
+          ->MinTime(min_time)
+          ->Unit(benchmark::kMillisecond);
     }
   }
 

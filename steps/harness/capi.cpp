@@ -50,9 +50,9 @@ fa_status find(const char* name, const fa::StepInfo** out) {
   if (!name) return fail(FA_ERROR_UNKNOWN_STEP, "pointer step is null");
   *out = fa::find_step(name);
   if (!*out)
-    return fail(FA_ERROR_UNKNOWN_STEP, std::string("step (") + name +
-                                           ") is not a registered step; known: " +
-                                           fa::step_names());
+    return fail(
+        FA_ERROR_UNKNOWN_STEP,
+        std::string("step (") + name + ") is not a registered step; known: " + fa::step_names());
   return FA_OK;
 }
 
@@ -62,7 +62,8 @@ fa_status prepare(const char* step, const fa_problem* problem, const fa::StepInf
   g_last_error.clear();
   if (fa_status st = find(step, s); st != FA_OK) return st;
   if (fa_status st = to_problem(problem, p); st != FA_OK) return st;
-  if (std::string e = fa::check_step(**s, *p); !e.empty()) return fail(FA_ERROR_INVALID_ARGUMENT, e);
+  if (std::string e = fa::check_step(**s, *p); !e.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, e);
   return FA_OK;
 }
 
@@ -144,13 +145,11 @@ fa_status fa_run(const char* step, const fa_problem* problem, const void* q, con
     if (workspace_bytes < need)
       return fail(FA_ERROR_INVALID_ARGUMENT,
                   "workspace_bytes (" + std::to_string(workspace_bytes) + ") is below the " +
-                      std::to_string(need) + " bytes step " + s->name +
-                      " needs for this problem");
+                      std::to_string(need) + " bytes step " + s->name + " needs for this problem");
     if (need > 0 && !workspace)
-      return fail(FA_ERROR_INVALID_ARGUMENT, "pointer workspace is null; step " +
-                                                 std::string(s->name) + " needs " +
-                                                 std::to_string(need) +
-                                                 " bytes of workspace for this problem");
+      return fail(FA_ERROR_INVALID_ARGUMENT,
+                  "pointer workspace is null; step " + std::string(s->name) + " needs " +
+                      std::to_string(need) + " bytes of workspace for this problem");
     // The first CUDA call: run_step checks the device's limits, then launches.
     fa::run_step(*s, p, t, workspace, static_cast<cudaStream_t>(stream));
     return FA_OK;

@@ -54,9 +54,13 @@ __host__ __device__ inline float random_value(std::uint64_t seed, std::uint64_t 
 template <typename T>
 __device__ inline T from_float(float x);
 template <>
-__device__ inline float from_float<float>(float x) { return x; }
+__device__ inline float from_float<float>(float x) {
+  return x;
+}
 template <>
-__device__ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
+__device__ inline __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
 template <>
 __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
@@ -113,8 +117,8 @@ Figure gemm(cublasHandle_t h, const Settings& s, cudaDataType_t type, cublasComp
   CUDA_CHECK(cudaMemset(c.p, 0, elems * sizeof(T)));
   const float alpha = 1.0f, beta = 0.0f;
   auto run = [&] {
-    cublas_check(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a.p, type, n, b.p,
-                              type, n, &beta, c.p, type, n, compute, CUBLAS_GEMM_DEFAULT),
+    cublas_check(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a.p, type, n, b.p, type,
+                              n, &beta, c.p, type, n, compute, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
   };
   const double ms = fa::time_median_ms(run, s.warmup, s.reps);
@@ -126,8 +130,8 @@ Figure gemm(cublasHandle_t h, const Settings& s, cudaDataType_t type, cublasComp
     const int i = int((std::uint64_t(t) * 2654435761u + 7) % n);
     const int j = int((std::uint64_t(t) * 40503u + 3 * t + 1) % n);
     T got_raw;
-    CUDA_CHECK(cudaMemcpy(&got_raw, static_cast<const T*>(c.p) + i + std::size_t(j) * n,
-                          sizeof(T), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&got_raw, static_cast<const T*>(c.p) + i + std::size_t(j) * n, sizeof(T),
+                          cudaMemcpyDeviceToHost));
     // Row i of A (stride n) and column j of B (contiguous) as stored, so the check sees the
     // operands after their rounding to T.
     std::vector<T> row(n), col(n);
@@ -196,8 +200,8 @@ Figure copy_bandwidth(const Settings& s) {
   f.value = 2.0 * double(bytes) / (ms * 1e-3) / 1e12;
   std::ostringstream m;
   m << "cudaMemcpyAsync device to device of " << s.copy_mib << " MiB; bytes read + bytes "
-    << "written (2 x " << bytes << ") over the median of " << s.reps
-    << " CUDA-event timings after " << s.warmup << " warm-up runs; 1 TB = 1e12 bytes";
+    << "written (2 x " << bytes << ") over the median of " << s.reps << " CUDA-event timings after "
+    << s.warmup << " warm-up runs; 1 TB = 1e12 bytes";
   f.method = m.str();
   f.check = std::to_string(s.samples) + " sampled elements equal to the source";
   return f;
@@ -227,8 +231,9 @@ std::string version_text(int v) {  // 13000 -> "13.0"
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Measure this GPU's ceilings: cuBLAS matrix products (bf16, fp16, fp32 SGEMM "
-               "with TF32 off, TF32) and device-to-device copy bandwidth."};
+  CLI::App app{
+      "Measure this GPU's ceilings: cuBLAS matrix products (bf16, fp16, fp32 SGEMM "
+      "with TF32 off, TF32) and device-to-device copy bandwidth."};
   Settings s;
   std::string out, commit, driver, command;
   app.add_option("--size", s.size, "n of the n x n x n matrix products")
@@ -300,10 +305,10 @@ int main(int argc, char** argv) {
       figs.push_back(gemm<float>(
           h, s, CUDA_R_32F, CUBLAS_COMPUTE_32F, "fp32_tflops", "fp32 SGEMM (CUDA cores, TF32 off)",
           "cublasGemmEx, fp32 A, B and C, CUBLAS_COMPUTE_32F (fp32 FFMA, no TF32)", 1e-6));
-      figs.push_back(gemm<float>(
-          h, s, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, "tf32_tflops",
-          "TF32 matmul (tensor cores)",
-          "cublasGemmEx, fp32 A, B and C, CUBLAS_COMPUTE_32F_FAST_TF32", 1e-6));
+      figs.push_back(gemm<float>(h, s, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, "tf32_tflops",
+                                 "TF32 matmul (tensor cores)",
+                                 "cublasGemmEx, fp32 A, B and C, CUBLAS_COMPUTE_32F_FAST_TF32",
+                                 1e-6));
     } catch (...) {
       cublasDestroy(h);
       throw;
@@ -317,8 +322,8 @@ int main(int argc, char** argv) {
 
     std::printf("Ceilings of %s (%d SMs), CUDA runtime %s, driver API %s%s%s, %s\n", prop.name,
                 prop.multiProcessorCount, version_text(runtime).c_str(),
-                version_text(driver_api).c_str(), driver.empty() ? "" : ", driver ",
-                driver.c_str(), date);
+                version_text(driver_api).c_str(), driver.empty() ? "" : ", driver ", driver.c_str(),
+                date);
     std::printf("%-36s %12s  %-8s %10s\n", "figure", "value", "units", "median ms");
     for (const Figure& f : figs)
       std::printf("%-36s %12.2f  %-8s %10.3f\n", f.label.c_str(), f.value, f.units.c_str(),
@@ -326,23 +331,23 @@ int main(int argc, char** argv) {
 
     if (!out.empty()) {
       std::ostringstream js;
-      js << "{\n  \"gpu\": " << json_string(prop.name) << ",\n  \"sm_count\": "
-         << prop.multiProcessorCount << ",\n  \"compute_capability\": \"" << prop.major << '.'
-         << prop.minor << "\",\n  \"driver\": " << json_string(driver)
+      js << "{\n  \"gpu\": " << json_string(prop.name)
+         << ",\n  \"sm_count\": " << prop.multiProcessorCount << ",\n  \"compute_capability\": \""
+         << prop.major << '.' << prop.minor << "\",\n  \"driver\": " << json_string(driver)
          << ",\n  \"cuda_driver_api\": \"" << version_text(driver_api)
-         << "\",\n  \"cuda_runtime\": \"" << version_text(runtime) << "\",\n  \"date\": \""
-         << date << "\",\n  \"commit\": " << json_string(commit)
+         << "\",\n  \"cuda_runtime\": \"" << version_text(runtime) << "\",\n  \"date\": \"" << date
+         << "\",\n  \"commit\": " << json_string(commit)
          << ",\n  \"command\": " << json_string(command) << ",\n  \"figures\": {";
       for (std::size_t i = 0; i < figs.size(); ++i) {
         const Figure& f = figs[i];
         char value[64], median[64];
         std::snprintf(value, sizeof value, "%.4g", f.value);
         std::snprintf(median, sizeof median, "%.6g", f.median_ms);
-        js << (i ? "," : "") << "\n    " << json_string(f.name) << ": {\"label\": "
-           << json_string(f.label) << ", \"value\": " << value << ", \"units\": "
-           << json_string(f.units) << ", \"median_ms\": " << median
-           << ", \"method\": " << json_string(f.method) << ", \"check\": "
-           << json_string(f.check) << "}";
+        js << (i ? "," : "") << "\n    " << json_string(f.name)
+           << ": {\"label\": " << json_string(f.label) << ", \"value\": " << value
+           << ", \"units\": " << json_string(f.units) << ", \"median_ms\": " << median
+           << ", \"method\": " << json_string(f.method) << ", \"check\": " << json_string(f.check)
+           << "}";
       }
       js << "\n  }\n}\n";
       std::ofstream file(out);

@@ -43,18 +43,18 @@ CLI::Range int_range(long long lo, long long hi) { return CLI::Range(lo, hi); }
 CLI::Validator uint64_range() {
   const CLI::Range range(std::uint64_t{0}, ~std::uint64_t{0});
   return CLI::Validator(
-             [range](std::string& s) -> std::string {
-               // CLI11 reads "-1" as 2^64 - 1 and 2^64 as 2^64 - 1 (strtoull): refuse both.
-               const std::string max = std::to_string(~std::uint64_t{0});
-               std::string digits = s.substr(std::min(s.size(), s.find_first_not_of('0')));
-               const bool too_big = digits.find_first_not_of("0123456789") == std::string::npos &&
-                                    (digits.size() > max.size() ||
-                                     (digits.size() == max.size() && digits > max));
-               if (s.find('-') != std::string::npos || too_big)
-                 return "Value " + s + " not in range 0 to " + max;
-               return range(s);
-             },
-             range.get_description());
+      [range](std::string& s) -> std::string {
+        // CLI11 reads "-1" as 2^64 - 1 and 2^64 as 2^64 - 1 (strtoull): refuse both.
+        const std::string max = std::to_string(~std::uint64_t{0});
+        std::string digits = s.substr(std::min(s.size(), s.find_first_not_of('0')));
+        const bool too_big =
+            digits.find_first_not_of("0123456789") == std::string::npos &&
+            (digits.size() > max.size() || (digits.size() == max.size() && digits > max));
+        if (s.find('-') != std::string::npos || too_big)
+          return "Value " + s + " not in range 0 to " + max;
+        return range(s);
+      },
+      range.get_description());
 }
 
 namespace {
@@ -77,8 +77,7 @@ bool parse_dist(const std::string& s, Distribution* out) { return parse_distribu
 
 CLI::Option* add_dtype(CLI::App& app, const std::string& name, DType* out,
                        const std::string& help) {
-  return add_enum(app, name, out, help, {"fp32", "fp16", "bf16"}, dtype_name(*out),
-                  &parse_dtype);
+  return add_enum(app, name, out, help, {"fp32", "fp16", "bf16"}, dtype_name(*out), &parse_dtype);
 }
 
 CLI::Option* add_layout(CLI::App& app, Layout* out) {
@@ -97,9 +96,9 @@ CLI::Option* add_causal_choice(CLI::App& app, std::vector<bool>* out) {
       .add_option_function<std::string>(
           "--causal",
           [out](const std::string& s) {
-            *out = s == "off" ? std::vector<bool>{false}
-                 : s == "on"  ? std::vector<bool>{true}
-                              : std::vector<bool>{false, true};
+            *out = s == "off"  ? std::vector<bool>{false}
+                   : s == "on" ? std::vector<bool>{true}
+                               : std::vector<bool>{false, true};
           },
           "causal mask: off, on or both")
       ->check(CLI::IsMember({"off", "on", "both"}))
@@ -117,23 +116,28 @@ CLI::Validator step_validator(bool allow_baseline) {
 }
 
 void add_problem_options(CLI::App& app, Problem* p) {
-  app.add_option("-b,--batch", p->batch, "batch size B")->check(int_range(1))
+  app.add_option("-b,--batch", p->batch, "batch size B")
+      ->check(int_range(1))
       ->capture_default_str();
-  app.add_option("--heads-q", p->heads_q, "query heads H_q")->check(int_range(1))
+  app.add_option("--heads-q", p->heads_q, "query heads H_q")
+      ->check(int_range(1))
       ->capture_default_str();
   app.add_option("--heads-kv", p->heads_kv, "key/value heads H_kv (GQA when < H_q)")
-      ->check(int_range(1))->capture_default_str();
-  CLI::Option* nq = app.add_option("--n-q", p->n_q, "query rows N_q")->check(int_range(1))
+      ->check(int_range(1))
       ->capture_default_str();
+  CLI::Option* nq =
+      app.add_option("--n-q", p->n_q, "query rows N_q")->check(int_range(1))->capture_default_str();
   CLI::Option* nkv = app.add_option("--n-kv", p->n_kv, "key/value rows N_kv")
-      ->check(int_range(1))->capture_default_str();
+                         ->check(int_range(1))
+                         ->capture_default_str();
   app.add_option_function<int>(
          "-n,--n", [p](int n) { p->n_q = p->n_kv = n; }, "sequence length: sets both N_q and N_kv")
       ->check(int_range(1))
       ->excludes(nq)
       ->excludes(nkv);
   app.add_option("-d,--d", p->head_dim, "head dimension d")
-      ->check(int_range(1, Limits::kMaxHeadDim))->capture_default_str();
+      ->check(int_range(1, Limits::kMaxHeadDim))
+      ->capture_default_str();
   app.add_flag("--causal", p->causal, "causal mask (bottom-right aligned)");
 }
 
@@ -145,7 +149,10 @@ int check_problem(const Problem& p) {
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   int u = 0;
-  while (b >= 1024 && u < 5) { b /= 1024; ++u; }
+  while (b >= 1024 && u < 5) {
+    b /= 1024;
+    ++u;
+  }
   char buf[32];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
   return buf;

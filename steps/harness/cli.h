@@ -48,8 +48,7 @@ CLI::Validator uint64_range();
 /// \brief --dtype style option: fp32, fp16 or bf16. \param app the application
 /// \param name the option's name(s) \param out receives the type \param help the help text
 /// \return the option
-CLI::Option* add_dtype(CLI::App& app, const std::string& name, DType* out,
-                       const std::string& help);
+CLI::Option* add_dtype(CLI::App& app, const std::string& name, DType* out, const std::string& help);
 /// \brief --layout: bnhd or bhnd. \param app the application \param out receives the layout
 /// \return the option
 CLI::Option* add_layout(CLI::App& app, Layout* out);
@@ -83,9 +82,8 @@ std::string human_bytes(double bytes);
 }  // namespace fa::cli
 
 /// Parses `app` with fa::cli::parse and returns from main() with its status when it asks to.
-#define FA_CLI_PARSE(app, argc, argv)                                           \
-  do {                                                                          \
-    if (const int fa_cli_status_ = ::fa::cli::parse((app), (argc), (argv));     \
-        fa_cli_status_ >= 0)                                                    \
-      return fa_cli_status_;                                                    \
+#define FA_CLI_PARSE(app, argc, argv)                                                            \
+  do {                                                                                           \
+    if (const int fa_cli_status_ = ::fa::cli::parse((app), (argc), (argv)); fa_cli_status_ >= 0) \
+      return fa_cli_status_;                                                                     \
   } while (0)

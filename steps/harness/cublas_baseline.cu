@@ -1,7 +1,7 @@
 #include "steps/harness/cublas_baseline.h"
 
-#include <cub/block/block_reduce.cuh>
 #include <cuda_runtime.h>
+#include <cub/block/block_reduce.cuh>
 
 #include <stdexcept>
 #include <string>
@@ -50,7 +50,8 @@ __global__ void softmax_rows(float* __restrict__ s, float* __restrict__ lse, int
   for (int j = threadIdx.x; j < end; j += kThreads) l += expf(row[j] - m);
   l = to_all(BlockReduce(scratch).Sum(l));
   const float inv_l = l != 0.f ? 1.f / l : 0.f;
-  for (int j = threadIdx.x; j < n_kv; j += kThreads) row[j] = j < end ? expf(row[j] - m) * inv_l : 0.f;
+  for (int j = threadIdx.x; j < n_kv; j += kThreads)
+    row[j] = j < end ? expf(row[j] - m) * inv_l : 0.f;
   if (threadIdx.x == 0) lse[row_index] = l != 0.f ? m + logf(l) : -INFINITY;
 }
 
@@ -97,13 +98,12 @@ void CublasAttention::run(const DeviceTensors& t, cudaStream_t stream) {
       const float* kb = k + b * kvs.batch + hk * kvs.head;
       float* sb = s + (static_cast<long long>(b) * p.heads_q + h0) * nn;
       const long long k_stride = g == 1 ? kvs.head : 0;
-      CUBLAS_CHECK(cublasSgemmStridedBatched(handle_, CUBLAS_OP_T, CUBLAS_OP_N, p.n_kv, p.n_q,
-                                             p.head_dim, &scale, kb, int(kvs.row), k_stride,
-                                             qb, int(qs.row), qs.head, &zero, sb, p.n_kv, nn,
-                                             batch_count));
+      CUBLAS_CHECK(cublasSgemmStridedBatched(
+          handle_, CUBLAS_OP_T, CUBLAS_OP_N, p.n_kv, p.n_q, p.head_dim, &scale, kb, int(kvs.row),
+          k_stride, qb, int(qs.row), qs.head, &zero, sb, p.n_kv, nn, batch_count));
     }
-  softmax_rows<<<dim3(p.n_q, p.batch * p.heads_q), kThreads, 0, stream>>>(s, t.lse, p.n_q,
-                                                                          p.n_kv, p.causal);
+  softmax_rows<<<dim3(p.n_q, p.batch * p.heads_q), kThreads, 0, stream>>>(s, t.lse, p.n_q, p.n_kv,
+                                                                          p.causal);
   CUDA_CHECK_LAUNCH();
   for (int b = 0; b < p.batch; ++b)
     for (int hk = 0; hk < p.heads_kv; hk += kv_heads_per_call) {
@@ -112,10 +112,9 @@ void CublasAttention::run(const DeviceTensors& t, cudaStream_t stream) {
       float* ob = o + b * qs.batch + h0 * qs.head;
       const float* sb = s + (static_cast<long long>(b) * p.heads_q + h0) * nn;
       const long long v_stride = g == 1 ? kvs.head : 0;
-      CUBLAS_CHECK(cublasSgemmStridedBatched(handle_, CUBLAS_OP_N, CUBLAS_OP_N, p.head_dim,
-                                             p.n_q, p.n_kv, &one, vb, int(kvs.row), v_stride,
-                                             sb, p.n_kv, nn, &zero, ob, int(qs.row), qs.head,
-                                             batch_count));
+      CUBLAS_CHECK(cublasSgemmStridedBatched(handle_, CUBLAS_OP_N, CUBLAS_OP_N, p.head_dim, p.n_q,
+                                             p.n_kv, &one, vb, int(kvs.row), v_stride, sb, p.n_kv,
+                                             nn, &zero, ob, int(qs.row), qs.head, batch_count));
     }
 }
 

@@ -76,9 +76,9 @@ FA_API fa_status fa_workspace_bytes(const char* step, const fa_problem* problem,
  * step's vector loads, 16 bytes for steps 04-06; lse to 4), then the workspace (at least
  * fa_workspace_bytes, not NULL when that is above 0). Then the device's limits (grid,
  * shared memory) and the launch. */
-FA_API fa_status fa_run(const char* step, const fa_problem* problem, const void* q,
-                        const void* k, const void* v, void* o, float* lse, void* workspace,
-                        size_t workspace_bytes, void* stream);
+FA_API fa_status fa_run(const char* step, const fa_problem* problem, const void* q, const void* k,
+                        const void* v, void* o, float* lse, void* workspace, size_t workspace_bytes,
+                        void* stream);
 /** \brief The message of the last error on this thread ("" if none).
  * \return the message, valid until the next call on this thread */
 FA_API const char* fa_last_error(void);

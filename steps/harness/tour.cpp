@@ -45,8 +45,7 @@ struct Row {
   const fa::StepInfo* step = nullptr;  // null: the cuBLAS baseline
   fa::DType dtype = fa::DType::F32;
   std::string why_not;  // check_step's message when the step cannot run the problem
-  std::string name, lesson, err = "-", ms = "-", tflops = "-", nxn = "-", extra = "-",
-                                  max_n = "-";
+  std::string name, lesson, err = "-", ms = "-", tflops = "-", nxn = "-", extra = "-", max_n = "-";
   std::string note;  // e.g. fewer timed runs for a slow step
 };
 
@@ -69,7 +68,10 @@ long long largest_n(const fa::Problem& base, std::size_t (*workspace)(const fa::
   long long lo = 0, hi = 1LL << 30;
   while (lo < hi) {
     const long long mid = (lo + hi + 1) / 2;
-    if (fits(mid)) lo = mid; else hi = mid - 1;
+    if (fits(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -168,9 +170,11 @@ int main(int argc, char** argv) try {
                      "timed repetitions (median reported). Unless --reps or --warmup is given, "
                      "a step whose warm-ups and runs would take over 5 s gets about 5 s of "
                      "timed runs and no warm-up")
-          ->check(fa::cli::int_range(1, 100000))->capture_default_str();
+          ->check(fa::cli::int_range(1, 100000))
+          ->capture_default_str();
   CLI::Option* warmup_opt = app.add_option("--warmup", warmup, "untimed runs first")
-      ->check(fa::cli::int_range(0, 100000))->capture_default_str();
+                                ->check(fa::cli::int_range(0, 100000))
+                                ->capture_default_str();
   FA_CLI_PARSE(app, argc, argv);
 
   if (list) {
@@ -179,8 +183,8 @@ int main(int argc, char** argv) try {
     for (const fa::StepInfo* s : fa::steps()) {
       const std::vector<int> dims = s->head_dims.empty() ? std::vector<int>{64} : s->head_dims;
       for (std::size_t i = 0; i < dims.size(); ++i)
-        std::printf("%s %s %d\n", s->name,
-                    fa::dtype_name(s->dtypes[i % s->dtypes.size()]), dims[i]);
+        std::printf("%s %s %d\n", s->name, fa::dtype_name(s->dtypes[i % s->dtypes.size()]),
+                    dims[i]);
     }
     return 0;
   }
@@ -214,8 +218,8 @@ int main(int argc, char** argv) try {
     rows.push_back(r);
   }
   if (!step_key.empty() && !rows.front().why_not.empty())
-    return fa::cli::refuse("--step (" + step_key + ") cannot run this problem: " +
-                           rows.front().why_not);
+    return fa::cli::refuse("--step (" + step_key +
+                           ") cannot run this problem: " + rows.front().why_not);
   std::vector<fa::DType> dtypes;  // the dtypes that run, in the order of the table
   for (Row& r : rows) {
     if (!r.why_not.empty()) {
@@ -225,9 +229,8 @@ int main(int argc, char** argv) try {
     }
   }
   // The baseline alone is no tour: when no step can run the problem, that is bad input.
-  const bool any_step = std::any_of(rows.begin(), rows.end(), [](const Row& r) {
-    return r.step && r.why_not.empty();
-  });
+  const bool any_step = std::any_of(rows.begin(), rows.end(),
+                                    [](const Row& r) { return r.step && r.why_not.empty(); });
   if (!any_step && !baseline_only) {
     for (const Row& r : rows)
       if (r.step) std::cerr << "  " << r.name << ": " << r.why_not << '\n';
@@ -239,9 +242,8 @@ int main(int argc, char** argv) try {
     const std::string one = std::string(" ") + fa::dtype_name(p.dtype) + " ";
     if (const auto at = what.find(one); at != std::string::npos) what.replace(at, one.size(), " ");
   }
-  std::printf("Problem: %s, scale %.4g, inputs %s, seed %llu\n", what.c_str(),
-              p.softmax_scale(), fa::distribution_name(dist),
-              static_cast<unsigned long long>(seed));
+  std::printf("Problem: %s, scale %.4g, inputs %s, seed %llu\n", what.c_str(), p.softmax_scale(),
+              fa::distribution_name(dist), static_cast<unsigned long long>(seed));
   std::printf("FLOPs %.3g; one N×N fp32 matrix %s; the fewest bytes any pass must move:",
               fa::attention_flops(p), human_bytes(fa::nxn_matrix_bytes(p)).c_str());
   for (fa::DType t : dtypes) {
@@ -251,8 +253,9 @@ int main(int argc, char** argv) try {
   }
   std::printf("\n");
   if (!explicit_dtype)
-    std::printf("Each step runs in fp32 when it supports it, else bf16 (--dtype picks one for "
-                "all).\n");
+    std::printf(
+        "Each step runs in fp32 when it supports it, else bf16 (--dtype picks one for "
+        "all).\n");
   std::printf("\n");
 
   // The GPU, looked for only now that the input is known to be good.
@@ -266,9 +269,10 @@ int main(int argc, char** argv) try {
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     std::printf("GPU: %s (sm_%d%d, %d SMs, %s)\n", prop.name, prop.major, prop.minor,
                 prop.multiProcessorCount, human_bytes(double(total_b)).c_str());
-    std::printf("max N: the largest N_q = N_kv whose tensors and scratch fit in this GPU's free "
-                "memory (%s) for this B, H and d\n\n",
-                human_bytes(double(free_b)).c_str());
+    std::printf(
+        "max N: the largest N_q = N_kv whose tensors and scratch fit in this GPU's free "
+        "memory (%s) for this B, H and d\n\n",
+        human_bytes(double(free_b)).c_str());
   }
 
   // Which query rows are checked: all of them, or a seeded sample of every head.
@@ -281,15 +285,15 @@ int main(int argc, char** argv) try {
       std::printf("Checked: every row (%lld) against the CPU reference (Eigen, double)\n",
                   static_cast<long long>(check_rows.size()));
     else
-      std::printf("Checked: %lld of %lld rows, sampled: %d rows of each of the %lld "
-                  "(batch, head) pairs, its first and last rows included, drawn with seed "
-                  "%llu; the reference in double for those rows only (every row would cost "
-                  "%.3g operations, the limit is 2^30)\n",
-                  static_cast<long long>(check_rows.size()),
-                  static_cast<long long>(p.lse_elems()), per_head,
-                  static_cast<long long>(p.batch) * p.heads_q,
-                  static_cast<unsigned long long>(seed),
-                  double(p.lse_elems()) * p.n_kv * std::max(p.head_dim, 16));
+      std::printf(
+          "Checked: %lld of %lld rows, sampled: %d rows of each of the %lld "
+          "(batch, head) pairs, its first and last rows included, drawn with seed "
+          "%llu; the reference in double for those rows only (every row would cost "
+          "%.3g operations, the limit is 2^30)\n",
+          static_cast<long long>(check_rows.size()), static_cast<long long>(p.lse_elems()),
+          per_head, static_cast<long long>(p.batch) * p.heads_q,
+          static_cast<unsigned long long>(seed),
+          double(p.lse_elems()) * p.n_kv * std::max(p.head_dim, 16));
   }
 
   const double flops = fa::attention_flops(p);
@@ -318,9 +322,10 @@ int main(int argc, char** argv) try {
                                        sl.data());
           const fa::Comparison sc = fa::compare_output(rows_problem(pt, check_rows.size()),
                                                        gather_rows(pt, so, check_rows), ref.o);
-          std::printf("CPU streaming model (online softmax, 64×64 tiles, float): max|err| "
-                      "%.2e, rel %.2e — same result, no N×N matrix\n",
-                      sc.max_abs_err, sc.rel_err);
+          std::printf(
+              "CPU streaming model (online softmax, 64×64 tiles, float): max|err| "
+              "%.2e, rel %.2e — same result, no N×N matrix\n",
+              sc.max_abs_err, sc.rel_err);
         } else {
           std::printf("CPU streaming model: skipped at this size (it computes every row)\n");
         }
@@ -378,14 +383,16 @@ int main(int argc, char** argv) try {
           const fa::StepInfo& step = *r.step;
           const std::size_t ws = step.workspace_bytes ? step.workspace_bytes(pt) : 0;
           fa::DeviceProblem dev(in, ws);
-          measure(r, [&] { fa::run_step(step, pt, dev.tensors(), dev.workspace()); }, dev);
+          measure(
+              r, [&] { fa::run_step(step, pt, dev.tensors(), dev.workspace()); }, dev);
           r.nxn = human_bytes(step.nxn_bytes_written ? double(step.nxn_bytes_written(pt)) : 0.0);
           r.extra = human_bytes(double(ws));
           r.max_n = std::to_string(largest_n(pt, step.workspace_bytes, double(free_b)));
         } else {
           fa::baseline::CublasAttention base(pt);
           fa::DeviceProblem dev(in, 0);
-          measure(r, [&] { base.run(dev.tensors()); }, dev);
+          measure(
+              r, [&] { base.run(dev.tensors()); }, dev);
           r.nxn = human_bytes(double(fa::baseline::CublasAttention::nxn_bytes_written(pt)));
           r.extra = human_bytes(double(fa::baseline::CublasAttention::workspace_bytes(pt)));
           r.max_n = std::to_string(
@@ -406,11 +413,13 @@ int main(int argc, char** argv) try {
                 derr != cudaSuccess ? cudaGetErrorString(derr) : "device count is 0");
     return 0;
   }
-  std::printf("\nmax|err| is against the CPU reference%s; the tests (ctest) judge it with the "
-              "tolerance policy. Times are medians of %d runs after %d warm-ups.\n",
-              no_check ? " (not computed: --no-check)"
-                       : every_row ? ", every row" : ", on the sampled rows",
-              reps, warmup);
+  std::printf(
+      "\nmax|err| is against the CPU reference%s; the tests (ctest) judge it with the "
+      "tolerance policy. Times are medians of %d runs after %d warm-ups.\n",
+      no_check    ? " (not computed: --no-check)"
+      : every_row ? ", every row"
+                  : ", on the sampled rows",
+      reps, warmup);
   return failures ? 1 : 0;
 } catch (const std::exception& e) {
   return fa::cli::fail(e);

@@ -85,8 +85,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
   constexpr int kStages = Traits::kStages;
 
   extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t sQ = smem_u32(smem);                             // [kBlockM][kHeadDim]
-  const uint32_t sK = sQ + Traits::kQBytes;                       // [kStages][kBlockN][kHeadDim]
+  const uint32_t sQ = smem_u32(smem);                               // [kBlockM][kHeadDim]
+  const uint32_t sK = sQ + Traits::kQBytes;                         // [kStages][kBlockN][kHeadDim]
   const uint32_t sV = sK + Traits::kStages * Traits::kKVTileBytes;  // [kStages][kBlockN][kHeadDim]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
   const int m_block = IsCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int m0 = m_block * kBlockM;  // first query row of this block
   const int h = blockIdx.y, b = blockIdx.z;
-  const int h_kv = h / p.group;      // the K/V head this query head reads (GQA)
+  const int h_kv = h / p.group;  // the K/V head this query head reads (GQA)
   const int q_off = b * p.q_batch_stride + h * p.q_head_stride;
   const int kv_off = b * p.kv_batch_stride + h_kv * p.kv_head_stride;
   const Element* q_head = static_cast<const Element*>(p.q) + q_off;
@@ -130,10 +130,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
   auto load_kv_async = [&](int it, int stage) {
     const int n0 = (tiles.num_tiles - 1 - it) * kBlockN;
     const uint32_t offset = stage * Traits::kKVTileBytes;
-    load_tile_async<Traits, kBlockN>(sK + offset, k_head + n0 * p.kv_row_stride,
-                                     p.kv_row_stride, p.n_kv - n0);
-    load_tile_async<Traits, kBlockN>(sV + offset, v_head + n0 * p.kv_row_stride,
-                                     p.kv_row_stride, p.n_kv - n0);  // zeros past N_kv: 0·V
+    load_tile_async<Traits, kBlockN>(sK + offset, k_head + n0 * p.kv_row_stride, p.kv_row_stride,
+                                     p.n_kv - n0);
+    load_tile_async<Traits, kBlockN>(sV + offset, v_head + n0 * p.kv_row_stride, p.kv_row_stride,
+                                     p.n_kv - n0);  // zeros past N_kv: 0·V
   };
 
   // Prologue: Q and the first K/V tile in one cp.async group, then the next kStages − 2 tiles
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
         for (int e = 0; e < 4; ++e) s[mi][nt][e] = 0.f;
 #pragma unroll
     for (int ks = 0; ks < kKStepsS; ++ks) {  // 16 dims of d per step
-      uint32_t a[kMmaM][4];                   // Q fragments: 16 rows × 16 dims each
+      uint32_t a[kMmaM][4];                  // Q fragments: 16 rows × 16 dims each
 #pragma unroll
       for (int mi = 0; mi < kMmaM; ++mi)
         // TODO(exercise): a[mi] ← Q's A fragment for m16 tile mi of the warp's rows and the
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
       static_cast<void>(kRowBytes);  // silences "never referenced" until the loads use it
 #pragma unroll
       for (int np = 0; np < kNTilesS / 2; ++np) {  // 16 keys (two n8 tiles) per ldmatrix
-        uint32_t bk[4];                             // K fragments: b0 b1 of tiles 2np, 2np+1
+        uint32_t bk[4];                            // K fragments: b0 b1 of tiles 2np, 2np+1
         // TODO(exercise): bk ← the B fragments of keys 16np … 16np + 15 (two n8 tiles) for the
         // 16 dims of k step ks, with one ldmatrix from sK, using k_lane_t (this lane's row
         // and chunk in this tile's stage, at k step 0). K is stored [key][dim]: is that
@@ -219,10 +219,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
     for (int mi = 0; mi < kMmaM; ++mi) {
 #pragma unroll
       for (int kk = 0; kk < kKStepsO; ++kk) {
-        const float(&left)[4] = s[mi][2 * kk];       // keys 16kk + 2t, +1   (rows g, g+8)
-        const float(&right)[4] = s[mi][2 * kk + 1];  // keys 16kk + 8 + 2t, +1
-        pa[mi][kk][0] = pack_pair<Element>(left[0], left[1]);    // a0: row g,   k 2t
-        pa[mi][kk][1] = pack_pair<Element>(left[2], left[3]);    // a1: row g+8, k 2t
+        const float(&left)[4] = s[mi][2 * kk];                 // keys 16kk + 2t, +1   (rows g, g+8)
+        const float(&right)[4] = s[mi][2 * kk + 1];            // keys 16kk + 8 + 2t, +1
+        pa[mi][kk][0] = pack_pair<Element>(left[0], left[1]);  // a0: row g,   k 2t
+        pa[mi][kk][1] = pack_pair<Element>(left[2], left[3]);  // a1: row g+8, k 2t
         pa[mi][kk][2] = pack_pair<Element>(right[0], right[1]);  // a2: row g,   k 2t+8
         pa[mi][kk][3] = pack_pair<Element>(right[2], right[3]);  // a3: row g+8, k 2t+8
       }
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
 #pragma unroll
     for (int dp = 0; dp < kNTilesO / 2; ++dp) {  // 16 dims (two n8 tiles) per ldmatrix
 #pragma unroll
-      for (int kk = 0; kk < kKStepsO; ++kk) {     // 16 keys per step
+      for (int kk = 0; kk < kKStepsO; ++kk) {  // 16 keys per step
         uint32_t bv[4];  // V fragments, transposed: b0 b1 of dim tiles 2dp, 2dp+1
         // TODO(exercise): bv ← the B fragments of keys 16kk … 16kk + 15 × dims 16dp … 16dp + 15
         // (two n8 tiles of dims), with one ldmatrix from sV, using v_lane_t. V is stored

@@ -17,8 +17,8 @@ Variant make_variant(std::string name, std::string change) {
   v.name = std::move(name);
   v.change = std::move(change);
   v.config = std::to_string(T::kBlockM) + "×" + std::to_string(T::kBlockN) + ", " +
-             std::to_string(T::kNumWarps) + " warps, " + std::to_string(T::kStages) +
-             " stages" + (T::kSwizzle ? ", swizzled" : ", plain smem") +
+             std::to_string(T::kNumWarps) + " warps, " + std::to_string(T::kStages) + " stages" +
+             (T::kSwizzle ? ", swizzled" : ", plain smem") +
              (T::kSkipRescale ? ", skip α=1" : ", always rescale");
   v.head_dim = T::kHeadDim;
   v.smem_bytes = T::kSmemBytes;

@@ -2,8 +2,8 @@
 //
 // Runs step 06's kernel in several configurations (variants_d64.cu, variants_d128.cu): first
 // each is checked against the double reference on small awkward problems (the tests' judge,
-// compare.h), then timed on the benchmark shapes of docs/conventions.md (B·N = 16384, H·d = 2048, bf16,
-// [B, N, H, d]) next to the registered steps 05 and 06, in one process. A variant that fails
+// compare.h), then timed on the benchmark shapes of docs/conventions.md (B·N = 16384, H·d = 2048,
+// bf16, [B, N, H, d]) next to the registered steps 05 and 06, in one process. A variant that fails
 // its check is reported and not timed.
 //
 //   build/bin/variants_06 --d 128 --ns 1024,4096,16384 --out-md docs/results/h200-variants.md
@@ -60,7 +60,7 @@ struct Row {
   const Variant* variant = nullptr;    // or a variant, launched directly
   std::string name, change, config;
   int regs = 0, spill = 0, smem = 0;
-  std::string check;          // "ok" or why not
+  std::string check;           // "ok" or why not
   std::vector<double> tflops;  // per (causal, N)
 };
 
@@ -74,7 +74,9 @@ int main(int argc, char** argv) try {
   // The head dims the variants are compiled for (variants_d64.cu, variants_d128.cu).
   const std::vector<int> compiled_dims{64, 128};
   app.add_option("--d", dims, "head dims, comma-separated")
-      ->delimiter(',')->check(CLI::IsMember(compiled_dims))->capture_default_str();
+      ->delimiter(',')
+      ->check(CLI::IsMember(compiled_dims))
+      ->capture_default_str();
   const CLI::Range n_range(1, 16384);
   const CLI::Validator divides(
       [n_range](std::string& s) -> std::string {
@@ -86,11 +88,15 @@ int main(int argc, char** argv) try {
       },
       "divisors of 16384");
   app.add_option("--ns", ns, "sequence lengths N, comma-separated (B = 16384 / N, H = 2048 / d)")
-      ->delimiter(',')->check(divides)->capture_default_str();
+      ->delimiter(',')
+      ->check(divides)
+      ->capture_default_str();
   app.add_option("--reps", reps, "timed runs per measurement (median reported)")
-      ->check(fa::cli::int_range(1, 10000))->capture_default_str();
+      ->check(fa::cli::int_range(1, 10000))
+      ->capture_default_str();
   app.add_option("--warmup", warmup, "untimed runs first")
-      ->check(fa::cli::int_range(0, 10000))->capture_default_str();
+      ->check(fa::cli::int_range(0, 10000))
+      ->capture_default_str();
   app.add_option("--out-md", out_md, "also write the tables to this Markdown file");
   app.add_option("--meta", meta, "a line for the top of the Markdown (GPU, driver, commit)");
   FA_CLI_PARSE(app, argc, argv);
@@ -104,16 +110,18 @@ int main(int argc, char** argv) try {
   std::ostringstream md;
   md << "# Step 06, version by version (bf16, B·N = 16384, H·d = 2048, [B, N, H, d])\n\n";
   if (!meta.empty()) md << meta << "\n\n";
-  md << "TFLOP/s (4·B·H·N²·d, halved when causal), median of " << reps << " runs after "
-     << warmup << " warm-ups, every configuration in one process (build/bin/variants_06). "
+  md << "TFLOP/s (4·B·H·N²·d, halved when causal), median of " << reps << " runs after " << warmup
+     << " warm-ups, every configuration in one process (build/bin/variants_06). "
      << "Each variant first passes the tests' judge against the double reference on four "
         "small awkward problems (tails, N_q ≠ N_kv, causal, GQA, both layouts). regs / spill: "
         "registers per thread and local-memory bytes of the non-causal kernel.\n";
 
   for (int d : dims) {
     std::vector<Variant> variants;
-    if (d == 64) fa::step06::add_d64_variants(variants);
-    else if (d == 128) fa::step06::add_d128_variants(variants);
+    if (d == 64)
+      fa::step06::add_d64_variants(variants);
+    else if (d == 128)
+      fa::step06::add_d128_variants(variants);
     else  // unreachable: --d is checked against compiled_dims
       return fa::cli::refuse("--d: head dim " + std::to_string(d) + " has no variants");
     std::vector<Row> rows;
@@ -141,8 +149,7 @@ int main(int argc, char** argv) try {
       r.smem = v.smem_bytes;
       const std::string e = check_variant(v);
       r.check = e.empty() ? "ok" : "FAILS: " + e;
-      std::cerr << "d=" << d << " " << v.name << " (" << v.config << "): check " << r.check
-                << "\n";
+      std::cerr << "d=" << d << " " << v.name << " (" << v.config << "): check " << r.check << "\n";
       rows.push_back(r);
     }
 
@@ -167,8 +174,8 @@ int main(int argc, char** argv) try {
           }
           CUDA_CHECK(cudaGetLastError());
           r.tflops.push_back(flops / (ms * 1e-3) / 1e12);
-          std::cerr << "  d=" << d << (causal ? " causal " : " full ") << "N=" << n << " "
-                    << r.name << ": " << ms << " ms\n";
+          std::cerr << "  d=" << d << (causal ? " causal " : " full ") << "N=" << n << " " << r.name
+                    << ": " << ms << " ms\n";
         }
       }
 

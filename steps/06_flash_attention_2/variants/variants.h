@@ -14,11 +14,11 @@ namespace fa::step06 {
 /// \brief One configuration of step 06's kernel (bf16), launchable on any problem with its
 /// head dim.
 struct Variant {
-  std::string name;    ///< short label, e.g. "v2"
-  std::string change;  ///< what it changes against the previous row
-  std::string config;  ///< tiles, warps, stages and switches
-  int head_dim = 0;    ///< the head dim it is compiled for
-  int smem_bytes = 0;  ///< dynamic shared memory per block
+  std::string name;           ///< short label, e.g. "v2"
+  std::string change;         ///< what it changes against the previous row
+  std::string config;         ///< tiles, warps, stages and switches
+  int head_dim = 0;           ///< the head dim it is compiled for
+  int smem_bytes = 0;         ///< dynamic shared memory per block
   cudaFuncAttributes attr{};  ///< registers and local memory (spills) of the non-causal kernel
   void (*launch)(const FwdParams&, cudaStream_t) = nullptr;  ///< causal or not, by params
 };

@@ -14,8 +14,8 @@ void add_d128_variants(std::vector<Variant>& out) {
       "v1", "mma.sync + ldmatrix, scores in registers, 2-stage cp.async"));
   out.push_back(make_variant<KernelTraits<128, 128, 32, 4, 2, E, true, false>>(
       "v2", "+ XOR-swizzled shared memory"));
-  out.push_back(make_variant<KernelTraits<128, 128, 32, 4, 3, E, true, false>>(
-      "v3", "+ 3 K/V stages"));
+  out.push_back(
+      make_variant<KernelTraits<128, 128, 32, 4, 3, E, true, false>>("v3", "+ 3 K/V stages"));
   out.push_back(make_variant<KernelTraits<128, 128, 32, 4, 3, E, true, true>>(
       "v4", "+ skip the O rescale when no max moved"));
   out.push_back(make_variant<KernelTraits<128, 128, 64, 4, 2, E, true, true>>(
@@ -26,10 +26,10 @@ void add_d128_variants(std::vector<Variant>& out) {
       "t3", "tiles 64×64, 4 warps of 16 rows, 3 stages"));
   out.push_back(make_variant<KernelTraits<128, 128, 64, 4, 3, E, true, true, 1>>(
       "t4", "tiles 128×64, 3 stages, 1 block/SM"));
-  out.push_back(make_variant<KernelTraits<128, 128, 32, 4, 2, E, true, true>>(
-      "c1", "v4 with 2 stages"));
-  out.push_back(make_variant<KernelTraits<128, 128, 64, 4, 2, E, true, false>>(
-      "c2", "t1 rescaling always"));
+  out.push_back(
+      make_variant<KernelTraits<128, 128, 32, 4, 2, E, true, true>>("c1", "v4 with 2 stages"));
+  out.push_back(
+      make_variant<KernelTraits<128, 128, 64, 4, 2, E, true, false>>("c2", "t1 rescaling always"));
 }
 
 }  // namespace fa::step06

@@ -13,20 +13,20 @@ void add_d64_variants(std::vector<Variant>& out) {
       "v1", "mma.sync + ldmatrix, scores in registers, 2-stage cp.async"));
   out.push_back(make_variant<KernelTraits<64, 128, 64, 4, 2, E, true, false>>(
       "v2", "+ XOR-swizzled shared memory"));
-  out.push_back(make_variant<KernelTraits<64, 128, 64, 4, 3, E, true, false>>(
-      "v3", "+ 3 K/V stages"));
+  out.push_back(
+      make_variant<KernelTraits<64, 128, 64, 4, 3, E, true, false>>("v3", "+ 3 K/V stages"));
   out.push_back(make_variant<KernelTraits<64, 128, 64, 4, 3, E, true, true>>(
       "v4", "+ skip the O rescale when no max moved"));
   out.push_back(make_variant<KernelTraits<64, 128, 128, 4, 2, E, true, true>>(
       "t1", "tiles 128×128, 2 stages (FlashAttention-2's tile)"));
-  out.push_back(make_variant<KernelTraits<64, 128, 32, 4, 3, E, true, true>>(
-      "t2", "tiles 128×32, 3 stages"));
+  out.push_back(
+      make_variant<KernelTraits<64, 128, 32, 4, 3, E, true, true>>("t2", "tiles 128×32, 3 stages"));
   out.push_back(make_variant<KernelTraits<64, 64, 64, 4, 3, E, true, true>>(
       "t3", "tiles 64×64, 4 warps of 16 rows, 3 stages"));
-  out.push_back(make_variant<KernelTraits<64, 128, 64, 4, 2, E, true, true>>(
-      "c1", "v4 with 2 stages"));
-  out.push_back(make_variant<KernelTraits<64, 128, 128, 4, 2, E, true, false>>(
-      "c2", "t1 rescaling always"));
+  out.push_back(
+      make_variant<KernelTraits<64, 128, 64, 4, 2, E, true, true>>("c1", "v4 with 2 stages"));
+  out.push_back(
+      make_variant<KernelTraits<64, 128, 128, 4, 2, E, true, false>>("c2", "t1 rescaling always"));
   out.push_back(make_variant<KernelTraits<64, 128, 64, 4, 2, E, true, false, 3>>(
       "c3", "v2 with 3 blocks/SM (≤ 168 registers)"));
 }
