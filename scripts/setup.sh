@@ -9,7 +9,7 @@
 # Idempotent: a second run finds everything and does nothing. FA_NO_INSTALL=1 never installs;
 # FA_NO_BUILD=1 builds nothing and uses the build folder as it is (fa_build).
 
-fa_packages="cmake g++ make libeigen3-dev catch2 libbenchmark-dev libcli11-dev"
+fa_packages="cmake g++ make python3 libeigen3-dev catch2 libbenchmark-dev libcli11-dev"
 
 fa_setup() {
   [ "${FA_NO_BUILD:-0}" = 1 ] && return 0  # nothing is built: nothing to check or install
@@ -26,7 +26,7 @@ fa_setup() {
   local missing=""
   for p in $fa_packages; do
     # A tool on PATH counts however it was installed (CMake from Kitware or pip, say).
-    case "$p" in cmake|g++|make) command -v "$p" >/dev/null 2>&1 && continue ;; esac
+    case "$p" in cmake|g++|make|python3) command -v "$p" >/dev/null 2>&1 && continue ;; esac
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
   done
   [ -z "$missing" ] && return 0

@@ -65,6 +65,10 @@ CPU_REFERENCE = [
     ("--n 0", r"--n: Value 0 not in range 1 to 8192"),
     ("--n 9000", r"--n: Value 9000 not in range 1 to 8192"),
     ("--n abc", r"--n: Value abc not in range 1 to 8192"),
+    # CLI11 2.1 would read these as octal (8) and hex (16): only plain decimal is taken.
+    ("--n 010", r"--n: Value 010 not in range 1 to 8192 \(plain decimal integers only\)"),
+    ("--n 0x10", r"--n: Value 0x10 not in range 1 to 8192 \(plain decimal integers only\)"),
+    ("--seed 0xFFFFFFFFFFFFFFFFFF", r"--seed: Value 0xFFFFFFFFFFFFFFFFFF not in range 0 to 18446744073709551615"),
     ("--batch 0", r"--batch: Value 0 not in range " + INT),
     ("--heads -2", r"--heads: Value -2 not in range " + INT),
     ("--d 257", r"--d: Value 257 not in range 1 to 256"),
@@ -119,6 +123,13 @@ VARIANTS = [
     ("--warmup x", r"--warmup: Value x not in range 0 to 10000"),
 ]
 
+CEILINGS = [
+    ("--size 10", r"--size: Value 10 not in range 64 to 32768"),
+    ("--reps 0", r"--reps: Value 0 not in range 1 to 10000"),
+    ("--copy-mib abc", r"--copy-mib: Value abc not in range 1 to 65536"),
+    ("--bogus", r"--bogus"),
+]
+
 # program -> [(arguments, regex stdout must match)]: accepted, exit status 0, with at most
 # MAX_RSS_MIB of host memory and MAX_SECONDS (a GPU, if present, runs one fast step).
 ACCEPTS = {
@@ -142,6 +153,7 @@ CASES = {
     "bench_" + STEP_PROGRAM: BENCH_STEP,
     "sweep": SWEEP,
     "variants_06": VARIANTS,
+    "ceilings": CEILINGS,
 }
 
 
@@ -156,7 +168,7 @@ def normalized(line):
 
 def run(exe, args):
     return subprocess.run([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=120)
+                          text=True, timeout=300)
 
 
 def main():

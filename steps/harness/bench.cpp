@@ -140,8 +140,8 @@ int main(int argc, char** argv) try {
   // What CLI11 left is Google Benchmark's: it takes its flags, anything else is refused.
   std::vector<std::string> rest = app.remaining();
   // Google Benchmark checks --benchmark_min_time only when it runs, by aborting (1.8), or
-  // leaves a value it cannot read unconsumed (1.7): check it here, as both versions read it,
-  // a number of seconds with an optional "s", or a whole number of iterations with "x".
+  // leaves a value it cannot read unconsumed (1.7, refused below as an unknown option). Check
+  // the form here: seconds ("0.5"; 1.8 also takes "0.5s") or iterations ("100x", 1.8 only).
   static const std::regex kMinTime(R"(([0-9]+\.?[0-9]*|\.[0-9]+)s?|[0-9]+x)");
   for (const std::string& s : rest) {
     const std::string flag = "--benchmark_min_time=";

@@ -31,6 +31,7 @@
 
 #include "common/cuda_check.h"
 #include "common/perf.h"
+#include "steps/harness/cli.h"
 
 namespace {
 
@@ -237,25 +238,25 @@ int main(int argc, char** argv) {
   Settings s;
   std::string out, commit, driver, command;
   app.add_option("--size", s.size, "n of the n x n x n matrix products")
-      ->check(CLI::Range(64, 32768))
+      ->check(fa::cli::int_range(64, 32768))
       ->capture_default_str();
   app.add_option("--copy-mib", s.copy_mib, "MiB copied per timed copy")
-      ->check(CLI::Range(1, 65536))
+      ->check(fa::cli::int_range(1, 65536))
       ->capture_default_str();
   app.add_option("--warmup", s.warmup, "untimed runs before timing")
-      ->check(CLI::Range(0, 1000))
+      ->check(fa::cli::int_range(0, 1000))
       ->capture_default_str();
   app.add_option("--reps", s.reps, "timed runs; the median is reported")
-      ->check(CLI::Range(1, 10000))
+      ->check(fa::cli::int_range(1, 10000))
       ->capture_default_str();
   app.add_option("--samples", s.samples, "outputs checked against the host")
-      ->check(CLI::Range(1, 1024))
+      ->check(fa::cli::int_range(1, 1024))
       ->capture_default_str();
   app.add_option("--out", out, "write the figures as JSON to this file");
   app.add_option("--commit", commit, "git commit to record in the JSON");
   app.add_option("--driver", driver, "driver version to record (e.g. nvidia-smi's)");
   app.add_option("--command", command, "command line to record (default: this one)");
-  CLI11_PARSE(app, argc, argv);
+  FA_CLI_PARSE(app, argc, argv);
   if (command.empty()) {
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   }

@@ -38,7 +38,27 @@ int fail(const std::exception& e) {
   return 1;
 }
 
-CLI::Range int_range(long long lo, long long hi) { return CLI::Range(lo, hi); }
+namespace {
+// CLI11 2.1 reads integers with strtoll's base 0: "010" is 8 and "0x10" is 16. Only plain
+// decimal is taken, "0" or digits without a leading zero, with an optional sign.
+bool plain_decimal(const std::string& s) {
+  const std::size_t d = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+  return s.size() > d && s.find_first_not_of("0123456789", d) == std::string::npos &&
+         (s[d] != '0' || s.size() == d + 1);
+}
+}  // namespace
+
+CLI::Validator int_range(long long lo, long long hi) {
+  const CLI::Range range(lo, hi);
+  return CLI::Validator(
+      [range, lo, hi](std::string& s) -> std::string {
+        if (!plain_decimal(s))
+          return "Value " + s + " not in range " + std::to_string(lo) + " to " +
+                 std::to_string(hi) + " (plain decimal integers only)";
+        return range(s);
+      },
+      range.get_description());
+}
 
 CLI::Validator uint64_range() {
   const CLI::Range range(std::uint64_t{0}, ~std::uint64_t{0});
@@ -52,6 +72,8 @@ CLI::Validator uint64_range() {
             (digits.size() > max.size() || (digits.size() == max.size() && digits > max));
         if (s.find('-') != std::string::npos || too_big)
           return "Value " + s + " not in range 0 to " + max;
+        if (!plain_decimal(s))
+          return "Value " + s + " not in range 0 to " + max + " (plain decimal integers only)";
         return range(s);
       },
       range.get_description());

@@ -37,11 +37,13 @@ int refuse(const std::string& message);
 int fail(const std::exception& e);
 
 /// \brief An integer option's range, checked by CLI11 on the text before conversion, so
-/// "abc" and "3000000000" are refused with the option's name and this range.
+/// "abc" and "3000000000" are refused with the option's name and this range; only plain
+/// decimal is taken ("010" and "0x10", which CLI11 2.1 would read as octal and hex, are not).
 /// \param lo smallest accepted value \param hi largest accepted value \return the validator
-CLI::Range int_range(long long lo, long long hi = INT_MAX);
+CLI::Validator int_range(long long lo, long long hi = INT_MAX);
 
-/// \brief Any unsigned 64-bit value (a seed), refusing "-1" rather than wrapping it around.
+/// \brief Any unsigned 64-bit value (a seed), in plain decimal, refusing "-1" and values
+/// past 2^64 - 1 rather than wrapping them around.
 /// \return the validator
 CLI::Validator uint64_range();
 

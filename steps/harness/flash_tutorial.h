@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 /** \brief Return codes. On any code but FA_OK, fa_last_error() holds one line naming the
- * argument, its value and the limit (README, "C API: codes and messages"). */
+ * argument, its value and the limit (README, "Limits and errors"). */
 typedef enum {
   FA_OK = 0,                     /**< success (fa_last_error() is then "") */
   FA_ERROR_INVALID_ARGUMENT = 1, /**< a null pointer (problem, bytes, q, k, v, o, lse, a needed

@@ -102,6 +102,10 @@ std::string baseline_check(const fa::Problem& p) {
   if (p.dtype != fa::DType::F32)
     return std::string("dtype (") + fa::dtype_name(p.dtype) +
            ") is not supported by cublas_baseline (supported: fp32)";
+  // Its softmax kernel has one block per row, B·H_q of them along grid y.
+  if (const long long bh = static_cast<long long>(p.batch) * p.heads_q; bh > 65535)
+    return "batch*heads_q (" + std::to_string(bh) +
+           ") exceeds the grid y limit of 65535 of cublas_baseline's softmax kernel";
   return {};
 }
 
@@ -273,6 +277,24 @@ int main(int argc, char** argv) try {
         "max N: the largest N_q = N_kv whose tensors and scratch fit in this GPU's free "
         "memory (%s) for this B, H and d\n\n",
         human_bytes(double(free_b)).c_str());
+  }
+
+  // The device's own limits (grid size, shared memory) decide too: a step that cannot be
+  // launched on this GPU is listed with the limit, as for the host checks above; asked for
+  // alone (--step), it is bad input.
+  if (have_gpu) {
+    const fa::DeviceLimits limits = fa::device_limits(0);
+    for (Row& r : rows) {
+      if (!r.step || !r.why_not.empty() || !r.step->check_device) continue;
+      fa::Problem pr = p;
+      pr.dtype = r.dtype;
+      if (std::string e = r.step->check_device(pr, limits); !e.empty()) {
+        if (!step_key.empty())
+          return fa::cli::refuse("--step (" + step_key + ") cannot run this problem: " + e);
+        r.why_not = e;
+        r.err = "cannot run";
+      }
+    }
   }
 
   // Which query rows are checked: all of them, or a seeded sample of every head.
