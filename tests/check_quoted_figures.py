@@ -48,6 +48,26 @@ TOUR_WITH_DTYPE = TOUR.replace(
     "04_flash_attention     one", "04_flash_attention     fp32   one").replace(
     "05_tensor_cores        dtype", "05_tensor_cores        fp32   dtype")
 
+# The tour as it prints now: each step in its own dtype (no dtype in the Problem line), two
+# spaces between columns, a step that cannot run listed with its reason under the table.
+TOUR_CURRENT = """# build/bin/tour on a test GPU
+Problem: B=1 Hq=4 Hkv=4 Nq=1024 Nkv=1024 d=64 full bnhd, scale 0.125, inputs normal, seed 42
+FLOPs 1.07e+09; one N×N fp32 matrix 16.0 MiB; the fewest bytes any pass must move: fp32 4.0 MiB bf16 2.0 MiB
+Each step runs in fp32 when it supports it, else bf16 (--dtype picks one for all).
+
+Checked: every row (4096) against the CPU reference (Eigen, double)
+CPU reference (Eigen, double), fp32 inputs, 4096 rows: 0.178 s
+CPU reference (Eigen, double), bf16 inputs, 4096 rows: 0.139 s
+
+step                    dtype   what it teaches                                         max|err|         ms   TFLOP/s    NxN bytes    extra mem      max N
+01_naive_attention      fp32    the formula literally: S and P written to HBM           4.29e-07      0.710      1.51     32.0 MiB     32.0 MiB      68300
+04_flash_attention      fp32    one fused kernel: S never leaves the chip, only O an    4.54e-07      0.137      7.86          0 B          0 B    8388607
+05_tensor_cores         bf16    tensor cores through WMMA: fp16/bf16 inputs, fp32 ac  cannot run          -         -            -            -          -
+  05_tensor_cores cannot run: head_dim (64) is not supported by step 05_tensor_cores (supported: 32)
+
+max|err| is against the CPU reference, every row.
+"""
+
 TESTS = """# ctest on a test GPU
  1/3 Test   #1: cpu/reference ........................***Failed    0.14 sec
  2/3 Test   #2: 04_flash_attention/shapes ............   Passed    1.20 sec
@@ -182,6 +202,18 @@ def main():
         write(os.path.join(results, "h200-tour.txt"), TOUR_WITH_DTYPE)
         rc, out = run(results, page, check=True)
         expect(rc == 0, f"a tour with a dtype column gives the same figures (rc {rc}):\n{out}")
+
+        # 3b. the tour's current format: the same figures, the problem named without a dtype
+        write(os.path.join(results, "h200-tour.txt"), TOUR_CURRENT)
+        current_page = os.path.join(tmp, "current.md")
+        write(current_page, read(page).replace("Nq=1024+fp32", "Nq=1024"))
+        rc, out = run(results, current_page, check=True)
+        expect(rc == 0, f"the tour's current format gives the same figures (rc {rc}):\n{out}")
+        write(current_page, "# Page\n\nThe fewest bytes: <!--tour:1:fewest-->4.0 MiB, one "
+              "matrix <!--tour:1:matrix-->16.0 MiB, the reference <!--tour:1:cpu_s-->0.18 s.\n")
+        rc, out = run(results, current_page, check=True)
+        expect(rc == 0, f"the figures above the table read as printed (rc {rc}):\n{out}")
+        write(os.path.join(results, "h200-tour.txt"), TOUR_WITH_DTYPE)
 
         # 2b. the benchmark, its ranges and the Markdown tables, filled from a fixture
         with open(os.path.join(results, "h200.json"), "w", encoding="utf-8") as f:

@@ -15,14 +15,15 @@
 //     O += P V          32 × kHeadDim per warp, fp32 in registers  (ldmatrix.trans + mma)
 //   O = O / ℓ → 16 bits → this warp's rows of sQ → 16-byte coalesced stores; L = m + log ℓ
 //
-// The kStages = 3 buffers ("stages") of K and V, visit by visit:
+// The kStages buffers ("stages") of K and V, visit by visit, drawn for kStages = 3 (FwdConfig
+// in kernel_traits.cuh picks the number for each head dim and mask):
 //
 //                 it = 0        it = 1        it = 2        it = 3
 //   stage 0:   compute 0  │  ← load 3   │   in flight │ compute 3  │ …
 //   stage 1:   in flight  │  compute 1  │  ← load 4   │  in flight │ …
 //   stage 2:   ← load 2   │  in flight  │  compute 2  │  ← load 5  │ …
 //
-// Every copy has two tiles of compute to land. A stage is refilled right after the barrier
+// Every copy has kStages − 1 tiles of compute to land. A stage is refilled right after the barrier
 // at the top of an iteration, which no warp passes before every warp has finished computing
 // the previous tile — the last reader of that stage.
 #pragma once
