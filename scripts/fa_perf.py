@@ -5,6 +5,8 @@ The same formulas as common/perf.h (attention_flops, min_io_bytes, nxn_matrix_by
 test conventions/perf_formulas (tests/check_perf_formulas.py) checks that the two agree on a
 list of problems. docs/conventions.md explains the convention. scripts/peers.py and
 scripts/make_results.py import this module; nothing else in Python may write the formulas.
+It also holds the one byte formatter of the Python scripts (human_bytes), printing sizes as the
+C++ programs do (fa::cli::human_bytes).
 
 Run as a program it prints the counts of one problem, e.g.
   python3 scripts/fa_perf.py --batch 4 --heads-q 32 --n-q 4096 --n-kv 4096 --d 64 --causal
@@ -40,6 +42,15 @@ def min_io_bytes(batch, heads_q, heads_kv, n_q, n_kv, d, dtype):
 def nxn_matrix_bytes(batch, heads_q, n_q, n_kv):
     """Bytes of one N_q × N_kv matrix (all batches and query heads) in fp32."""
     return 4.0 * batch * heads_q * n_q * n_kv
+
+
+def human_bytes(n):
+    """"512.0 MiB": n bytes in binary units with one decimal, "37 B" below a KiB."""
+    n = float(n)
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
 
 
 def main(argv=None):

@@ -264,13 +264,7 @@ def constant_shape_note(records):
 # ---------------------------------------------------------------------------------- markdown
 
 def human_bytes(n):
-    if n is None:
-        return "–"
-    n = float(n)
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{int(n)} B"
+    return "–" if n is None else fa_perf.human_bytes(n)
 
 
 def fmt_n(n):

@@ -18,6 +18,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fa_perf import human_bytes  # noqa: E402  (the byte formatter of every script)
+
 
 def analytic(step, n, d, bh, block_m):
     """Bytes each design must move through HBM (fp32), as the chapters derive them."""
@@ -64,11 +67,6 @@ def run_ncu(ncu, tour, step, n, d, bh):
     return read, write, sorted(kernels)
 
 
-def human(b):
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(b) < 1024 or unit == "GiB":
-            return f"{b:.0f} {unit}" if unit == "B" else f"{b:.1f} {unit}"
-        b /= 1024
 
 
 def main():
@@ -109,8 +107,8 @@ def main():
         model, how = analytic(step, a.n, a.d, a.heads, a.block_m)
         rows.append({"impl": step, "dram_read_bytes": r, "dram_write_bytes": w,
                      "analytic_bytes": model, "analytic_model": how, "kernels": kernels})
-        print(f"{step:22s} read {human(r):>10s} write {human(w):>10s} "
-              f"total {human(r + w):>10s} analytic {human(model):>10s}", flush=True)
+        print(f"{step:22s} read {human_bytes(r):>10s} write {human_bytes(w):>10s} "
+              f"total {human_bytes(r + w):>10s} analytic {human_bytes(model):>10s}", flush=True)
 
     if a.out_json:
         with open(a.out_json, "w") as f:
@@ -132,9 +130,9 @@ def write_md(a, rows):
                  "Measured with `ncu --clock-control none --metrics "
                  "dram__bytes_read.sum,dram__bytes_write.sum` over one run of each step "
                  "(all its kernels), next to the analytic count of its design. "
-                 "One fp32 N×N matrix here is " + human(4 * a.heads * a.n * a.n) +
+                 "One fp32 N×N matrix here is " + human_bytes(4 * a.heads * a.n * a.n) +
                  "; the minimum any pass must move (Q, K, V read once, O and L written "
-                 "once) is " + human(minimum) + ".", "",
+                 "once) is " + human_bytes(minimum) + ".", "",
                  "Two things to know when reading DRAM counters: a re-read that hits the "
                  "L2 cache (60 MB on the H200) never reaches DRAM, and data written near "
                  "the end of a kernel can still sit in L2 when the kernel ends, so the "
@@ -142,10 +140,10 @@ def write_md(a, rows):
                  "| impl | DRAM read | DRAM written | total | analytic | analytic model |",
                  "|---|---|---|---|---|---|"]
         for x in rows:
-            lines.append(f"| {x['impl']} | {human(x['dram_read_bytes'])} | "
-                         f"{human(x['dram_write_bytes'])} | "
-                         f"{human(x['dram_read_bytes'] + x['dram_write_bytes'])} | "
-                         f"{human(x['analytic_bytes'])} | {x['analytic_model']} |")
+            lines.append(f"| {x['impl']} | {human_bytes(x['dram_read_bytes'])} | "
+                         f"{human_bytes(x['dram_write_bytes'])} | "
+                         f"{human_bytes(x['dram_read_bytes'] + x['dram_write_bytes'])} | "
+                         f"{human_bytes(x['analytic_bytes'])} | {x['analytic_model']} |")
         with open(a.out_md, "w") as f:
             f.write("\n".join(lines) + "\n")
 

@@ -43,6 +43,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fa_perf  # noqa: E402  (the byte formatter)
 from fa_perf import attention_flops  # noqa: E402  (the FLOP formula, shared with C++)
 
 # name -> SDPBackend attribute; "torch_naive" is our own composite, not an SDPA backend.
@@ -127,12 +128,7 @@ def parse_args(argv=None):
 
 
 def human_bytes(n):
-    if n is None:
-        return "n/a"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+    return "n/a" if n is None else fa_perf.human_bytes(n)
 
 
 def write_json(path, doc):
