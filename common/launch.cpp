@@ -7,6 +7,13 @@
 
 namespace fa {
 
+std::string no_usable_device() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) return cudaGetErrorString(err);
+  return count == 0 ? "device count is 0" : "";
+}
+
 DeviceLimits device_limits(int device) {
   DeviceLimits d;
   int smem = 0;

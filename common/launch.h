@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
 #include <type_traits>
 
 #include "common/registry.h"
@@ -13,6 +14,12 @@ namespace fa {
 
 static_assert(std::is_same_v<Stream, cudaStream_t>,
               "registry.h's fa::Stream must be the CUDA runtime's cudaStream_t");
+
+/// \brief Whether this process can use a CUDA device: "" when it can, otherwise why not (the
+/// runtime's error, or that it counts no device). Every program and the GPU tests ask this
+/// before their first other CUDA call.
+/// \return "" or the reason
+std::string no_usable_device();
 
 /// \brief The limits of CUDA device `device` that a step's check_device looks at.
 /// \param device a CUDA device ordinal \return its limits

@@ -11,18 +11,16 @@
 #endif
 
 #ifdef FA_GPU_TESTS
-#include <cuda_runtime_api.h>
-
 #include <cstdio>
+#include <string>
+
+#include "common/launch.h"
 #endif
 
 int main(int argc, char** argv) {
 #ifdef FA_GPU_TESTS
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("SKIPPED: no usable CUDA device (%s); GPU tests were not run\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0");
+  if (const std::string why = fa::no_usable_device(); !why.empty()) {
+    std::printf("SKIPPED: no usable CUDA device (%s); GPU tests were not run\n", why.c_str());
     return 77;
   }
 #endif

@@ -71,8 +71,7 @@ int main(int argc, char** argv) try {
                            std::to_string(count - 1) + " (problems 0 .. --count - 1; --count is " +
                            std::to_string(count) + ")");
 
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+  if (!fa::no_usable_device().empty()) {
     std::printf("no usable CUDA device: the sweep needs one\n");
     return 77;
   }

@@ -204,8 +204,7 @@ int main(int argc, char** argv) try {
     return fa::cli::refuse("no step can run the requested shapes (--ns, --dims, --dtype" +
                            std::string(only.empty() ? "" : ", --only") + "): see above");
 
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+  if (!fa::no_usable_device().empty()) {
     std::fprintf(stderr, "no usable CUDA device: nothing to benchmark\n");
     return 1;
   }

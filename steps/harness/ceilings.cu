@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/cuda_check.h"
+#include "common/launch.h"
 #include "common/perf.h"
 #include "steps/harness/cli.h"
 
@@ -261,11 +262,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   }
 
-  int devices = 0;
-  const cudaError_t derr = cudaGetDeviceCount(&devices);
-  if (derr != cudaSuccess || devices == 0) {
-    std::printf("ceilings: no usable CUDA device (%s); nothing measured\n",
-                derr != cudaSuccess ? cudaGetErrorString(derr) : "none found");
+  if (const std::string why = fa::no_usable_device(); !why.empty()) {
+    std::printf("ceilings: no usable CUDA device (%s); nothing measured\n", why.c_str());
     return 77;
   }
 

@@ -263,9 +263,8 @@ int main(int argc, char** argv) try {
   std::printf("\n");
 
   // The GPU, looked for only now that the input is known to be good.
-  int devices = 0;
-  const cudaError_t derr = cudaGetDeviceCount(&devices);
-  const bool have_gpu = derr == cudaSuccess && devices > 0;
+  const std::string no_gpu = fa::no_usable_device();
+  const bool have_gpu = no_gpu.empty();
   std::size_t free_b = 0, total_b = 0;
   if (have_gpu) {
     cudaDeviceProp prop{};
@@ -431,8 +430,7 @@ int main(int argc, char** argv) try {
   std::printf("\n");
   print_table(rows);
   if (!have_gpu) {
-    std::printf("\nGPU steps skipped: no usable CUDA device (%s).\n",
-                derr != cudaSuccess ? cudaGetErrorString(derr) : "device count is 0");
+    std::printf("\nGPU steps skipped: no usable CUDA device (%s).\n", no_gpu.c_str());
     return 0;
   }
   std::printf(

@@ -101,8 +101,7 @@ int main(int argc, char** argv) try {
   app.add_option("--meta", meta, "a line for the top of the Markdown (GPU, driver, commit)");
   FA_CLI_PARSE(app, argc, argv);
 
-  int device_count = 0;
-  if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
+  if (!fa::no_usable_device().empty()) {
     std::cerr << "error: no CUDA device: this program times kernels and needs a GPU\n";
     return 77;
   }
