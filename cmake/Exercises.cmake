@@ -56,7 +56,7 @@ function(fa_add_exercise name)
       # #include "x.cuh" looks next to the including file first: compiled where it lies, a
       # solution source would find the solution's header, not the exercise's. A copy in the
       # build tree has no header beside it, so its includes follow the include path below:
-      # the exercise's folder first. (Step 06's flash_fwd_d*_*.cu include the exercise's
+      # the exercise's folder first. (Step 07's flash_fwd_d*_*.cu include the exercise's
       # flash_fwd_kernel.cuh this way.) The copy is refreshed whenever the source changes.
       set(copy ${CMAKE_CURRENT_BINARY_DIR}/${exe}_src/${base})
       configure_file(${f} ${copy} COPYONLY)

@@ -244,7 +244,7 @@ MD_ANCHOR_LINK = re.compile(r'href="([^":#]+\.md)#([^"]+)"')
 def page_html_name(src, md_path):
     """The HTML file Doxygen writes for a Markdown page: index.html for the main page
     (README.md), md_<path with every other character than a letter or digit made _>.html
-    for the others (docs/06-flash-attention-2.md -> md_docs_06_flash_attention_2.html)."""
+    for the others (docs/07-flash-attention-2.md -> md_docs_07_flash_attention_2.html)."""
     rel = os.path.relpath(md_path, src)
     if rel == "README.md":
         return "index.html"

@@ -11,7 +11,7 @@ Subjects: our steps (through the tour, one launch, no CPU check) and PyTorch's S
 (`torch_flash` = FlashAttention-2, `torch_cudnn`), profiled on the same shape in the same run.
 
     python3 scripts/ncu_profile.py --tour build/bin/tour --out-md docs/results/h200-profile.md
-    python3 scripts/ncu_profile.py --tour build/bin/tour --steps 06_flash_attention_2 \
+    python3 scripts/ncu_profile.py --tour build/bin/tour --steps 07_flash_attention_2 \
         --torch flash --d 64 --causal --out-md /tmp/p.md
 """
 import argparse
@@ -123,7 +123,7 @@ def main():
     ap.add_argument("--tour", required=True, help="path to the tour program")
     ap.add_argument("--ncu", default="ncu")
     ap.add_argument("--python", default=sys.executable)
-    ap.add_argument("--steps", default="05_tensor_cores,06_flash_attention_2")
+    ap.add_argument("--steps", default="05_tensor_cores,07_flash_attention_2")
     ap.add_argument("--torch", default="flash,cudnn", help="SDPA backends; '' for none")
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--batch", type=int, default=4)

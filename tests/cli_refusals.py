@@ -2,7 +2,7 @@
 """cli_refusals.py — every program refuses bad input the same way, without a GPU.
 
 Runs one program (tour, a step's program, 00_cpu_reference, bench_all, a bench_NN, sweep,
-variants_06) with each bad input of its table below and checks: exit status 2, exactly one
+variants_07) with each bad input of its table below and checks: exit status 2, exactly one
 "error:" line on stderr, and that line names the option and its accepted range (a regex);
 and that --help still exits 0. For the tour, also a long sequence that it must accept: it
 checks sampled rows, says so, and stays within bounded host memory and time (the full
@@ -152,7 +152,7 @@ CASES = {
     "bench_all": BENCH_ALL,
     "bench_" + STEP_PROGRAM: BENCH_STEP,
     "sweep": SWEEP,
-    "variants_06": VARIANTS,
+    "variants_07": VARIANTS,
     "ceilings": CEILINGS,
 }
 

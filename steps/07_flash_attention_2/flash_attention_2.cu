@@ -1,4 +1,4 @@
-// Step 06 — FlashAttention-2: mma.sync tensor cores, scores in registers, cp.async pipeline.
+// Step 07 — FlashAttention-2: mma.sync tensor cores, scores in registers, cp.async pipeline.
 //
 // What changed since step 05: the algorithm is the same — one fused kernel, a block owns
 // query rows, K/V tiles stream past, online softmax, only O and L written, fp16/bf16 on the
@@ -40,14 +40,14 @@
 //   128  causal      128 × 64            4      2       every tile    96 KB  255        24 B
 //
 // 2 CTAs per SM. Both fp16 and bf16 compile to the same counts. These are the fastest of the
-// configurations bin/variants_06 measures (chapter 06, "Version by version").
+// configurations bin/variants_07 measures (chapter 07, "Version by version").
 //
 // Build and run:
-//   cmake --build build --target 06_flash_attention_2 &&
-//     build/bin/06_flash_attention_2 --n 4096 --d 128 --dtype bf16 [--causal]
+//   cmake --build build --target 07_flash_attention_2 &&
+//     build/bin/07_flash_attention_2 --n 4096 --d 128 --dtype bf16 [--causal]
 //   (compile one kernel alone, with its register count:
 //     nvcc -std=c++17 -O3 --expt-relaxed-constexpr -gencode arch=compute_90,code=sm_90
-//          -Icommon -Xptxas -v -c steps/06_flash_attention_2/flash_fwd_d128_bf16.cu)
+//          -Icommon -Xptxas -v -c steps/07_flash_attention_2/flash_fwd_d128_bf16.cu)
 //
 // Files, in reading order:
 //   mma.cuh                 cp.async, ldmatrix, mma.sync and the fragment layouts
@@ -76,7 +76,7 @@
 #include "kernel_traits.cuh"
 #include "online_softmax.cuh"
 
-namespace fa::step06 {
+namespace fa::step07 {
 FwdParams make_fwd_params(const Problem& prob, const DeviceTensors& t) {
   const Strides qs = prob.q_strides(), kvs = prob.kv_strides();
   FwdParams p{};
@@ -104,7 +104,7 @@ FwdParams make_fwd_params(const Problem& prob, const DeviceTensors& t) {
 
 namespace {
 
-constexpr const char* kStepName = "06_flash_attention_2";
+constexpr const char* kStepName = "07_flash_attention_2";
 
 /// \brief Calls f(traits) with the tile configuration of `head_dim` and the mask (the same
 /// for both dtypes, so bf16 stands in); false if there is none.
@@ -199,4 +199,4 @@ StepInfo info() {
 FA_REGISTER_STEP(info);
 
 }  // namespace
-}  // namespace fa::step06
+}  // namespace fa::step07

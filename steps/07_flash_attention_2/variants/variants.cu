@@ -1,12 +1,12 @@
-// variants.cu — the measured table of versions of chapter 06.
+// variants.cu — the measured table of versions of chapter 07.
 //
-// Runs step 06's kernel in several configurations (variants_d64.cu, variants_d128.cu): first
+// Runs step 07's kernel in several configurations (variants_d64.cu, variants_d128.cu): first
 // each is checked against the double reference on small awkward problems (the tests' judge,
 // compare.h), then timed on the benchmark shapes of docs/conventions.md (B·N = 16384, H·d = 2048,
-// bf16, [B, N, H, d]) next to the registered steps 05 and 06, in one process. A variant that fails
+// bf16, [B, N, H, d]) next to the registered steps 05 and 07, in one process. A variant that fails
 // its check is reported and not timed.
 //
-//   build/bin/variants_06 --d 128 --ns 1024,4096,16384 --out-md docs/results/h200-variants.md
+//   build/bin/variants_07 --d 128 --ns 1024,4096,16384 --out-md docs/results/h200-variants.md
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -30,7 +30,7 @@
 
 namespace {
 
-using fa::step06::Variant;
+using fa::step07::Variant;
 
 /// The check of one variant: "" when every problem passes, else the first failure.
 std::string check_variant(const Variant& v) {
@@ -45,7 +45,7 @@ std::string check_variant(const Variant& v) {
     p.dtype = fa::DType::BF16;
     const fa::HostInputs in = fa::make_inputs(p, fa::Distribution::Normal, ++seed);
     fa::DeviceProblem dev(in, 0);  // outputs poisoned (NaN) on upload
-    v.launch(fa::step06::make_fwd_params(p, dev.tensors()), nullptr);
+    v.launch(fa::step07::make_fwd_params(p, dev.tensors()), nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> o, lse;
     dev.download(&o, &lse);
@@ -67,7 +67,7 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  CLI::App app{"Step 06's kernel in the configurations of chapter 06's table of versions"};
+  CLI::App app{"Step 07's kernel in the configurations of chapter 07's table of versions"};
   std::vector<int> dims{64, 128}, ns{1024, 4096, 16384};
   int reps = 30, warmup = 5;
   std::string out_md, meta;
@@ -107,10 +107,10 @@ int main(int argc, char** argv) try {
   }
 
   std::ostringstream md;
-  md << "# Step 06, version by version (bf16, B·N = 16384, H·d = 2048, [B, N, H, d])\n\n";
+  md << "# Step 07, version by version (bf16, B·N = 16384, H·d = 2048, [B, N, H, d])\n\n";
   if (!meta.empty()) md << meta << "\n\n";
   md << "TFLOP/s (4·B·H·N²·d, halved when causal), median of " << reps << " runs after " << warmup
-     << " warm-ups, every configuration in one process (build/bin/variants_06). "
+     << " warm-ups, every configuration in one process (build/bin/variants_07). "
      << "Each variant first passes the tests' judge against the double reference on four "
         "small awkward problems (tails, N_q ≠ N_kv, causal, GQA, both layouts). regs / spill: "
         "registers per thread and local-memory bytes of the non-causal kernel.\n";
@@ -118,21 +118,21 @@ int main(int argc, char** argv) try {
   for (int d : dims) {
     std::vector<Variant> variants;
     if (d == 64)
-      fa::step06::add_d64_variants(variants);
+      fa::step07::add_d64_variants(variants);
     else if (d == 128)
-      fa::step06::add_d128_variants(variants);
+      fa::step07::add_d128_variants(variants);
     else  // unreachable: --d is checked against compiled_dims
       return fa::cli::refuse("--d: head dim " + std::to_string(d) + " has no variants");
     std::vector<Row> rows;
-    // The registered steps 05 and 06 first, on the same inputs.
-    for (const char* name : {"05_tensor_cores", "06_flash_attention_2"}) {
+    // The registered steps 05 and 07 first, on the same inputs.
+    for (const char* name : {"05_tensor_cores", "07_flash_attention_2"}) {
       const fa::StepInfo* s = fa::find_step(name);
       if (!s) continue;
       Row r;
       r.step = s;
       r.name = name;
       r.change = s->number == 5 ? "step 05: WMMA, S and P through shared memory"
-                                : "step 06 as registered (FwdConfig)";
+                                : "step 07 as registered (FwdConfig)";
       r.config = "-";
       r.check = "tests";
       rows.push_back(r);
@@ -165,7 +165,7 @@ int main(int argc, char** argv) try {
             ms = fa::time_median_ms([&] { fa::run_step(*r.step, p, dev.tensors(), nullptr); },
                                     warmup, reps);
           } else if (r.check == "ok") {
-            const fa::step06::FwdParams params = fa::step06::make_fwd_params(p, dev.tensors());
+            const fa::step07::FwdParams params = fa::step07::make_fwd_params(p, dev.tensors());
             ms = fa::time_median_ms([&] { r.variant->launch(params, nullptr); }, warmup, reps);
           } else {  // failed its check: not timed
             r.tflops.push_back(0);

@@ -27,7 +27,7 @@
 
 #include <cmath>
 
-namespace fa::step06 {
+namespace fa::step07 {
 
 /// \brief Keys [0, kv_limit) are visible from query row i.
 template <bool IsCausal>
@@ -81,4 +81,4 @@ __device__ __forceinline__ void apply_mask(float (&s)[kMmaM][kNTiles][4], int ro
   }
 }
 
-}  // namespace fa::step06
+}  // namespace fa::step07

@@ -1,11 +1,11 @@
-// variants_d128.cu — step 06's kernel at head dim 128 in the configurations of the table of
-// versions (chapter 06). Each row adds one technique to the row before it; the last rows try
+// variants_d128.cu — step 07's kernel at head dim 128 in the configurations of the table of
+// versions (chapter 07). Each row adds one technique to the row before it; the last rows try
 // other tiles. The step itself runs FwdConfig<128, ·> (kernel_traits.cuh).
 #include <cuda_bf16.h>
 
 #include "make_variant.cuh"
 
-namespace fa::step06 {
+namespace fa::step07 {
 
 void add_d128_variants(std::vector<Variant>& out) {
   using E = __nv_bfloat16;
@@ -32,4 +32,4 @@ void add_d128_variants(std::vector<Variant>& out) {
       make_variant<KernelTraits<128, 128, 64, 4, 2, E, true, false>>("c2", "t1 rescaling always"));
 }
 
-}  // namespace fa::step06
+}  // namespace fa::step07

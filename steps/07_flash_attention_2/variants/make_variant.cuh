@@ -1,4 +1,4 @@
-// make_variant.cuh — turns one KernelTraits configuration of step 06's kernel into a Variant
+// make_variant.cuh — turns one KernelTraits configuration of step 07's kernel into a Variant
 // (variants.h); included by the files that instantiate the variants.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include "../flash_fwd_kernel.cuh"
 #include "variants.h"
 
-namespace fa::step06 {
+namespace fa::step07 {
 
 /// \brief Describes and launches KernelTraits `T` as a Variant.
 template <class T>
@@ -32,4 +32,4 @@ Variant make_variant(std::string name, std::string change) {
   return v;
 }
 
-}  // namespace fa::step06
+}  // namespace fa::step07

@@ -23,7 +23,7 @@
 
 #include <cmath>
 
-namespace fa::step06 {
+namespace fa::step07 {
 
 constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) = exp2(x · log2(e))
 constexpr float kLn2 = 0.6931471805599453f;    // ln(2):   log(x) = log2(x) · ln(2)
@@ -40,14 +40,11 @@ __device__ __forceinline__ float fast_exp2(float x) {
 /// \brief max / sum over the 4 lanes of a quad (lanes 4g … 4g+3), which share a row of every
 /// mma accumulator. xor-shuffles give all 4 the same result, in the same order on every
 /// run: the reduction is deterministic.
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
+// TODO(exercise): both reductions, each with two __shfl_xor_sync over the full warp mask.
+// Which lane offsets keep a lane inside its quad and reach all 4 of its lanes? As given,
+// each lane keeps its own value.
+__device__ __forceinline__ float quad_max(float v) { return v; }
+__device__ __forceinline__ float quad_sum(float v) { return v; }
 
 /// \brief Running softmax state of the 2·kMmaM rows a lane holds: row r = 2·mi + h is row
 /// 16·mi + 8·h + g of the warp's rows, stored in elements [2h], [2h+1] of every accumulator
@@ -82,10 +79,10 @@ struct OnlineSoftmax {
       for (int h = 0; h < 2; ++h) {
         const int r = 2 * mi + h;
         float tile_max = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < kNTilesS; ++nt)
-          tile_max = fmaxf(tile_max, fmaxf(s[mi][nt][2 * h], s[mi][nt][2 * h + 1]));
-        tile_max = quad_max(tile_max);  // the whole row's max over this tile
+        // TODO(exercise): tile_max ← the max of row r's raw scores over the whole tile. This
+        // lane holds two of them per n8 tile, s[mi][nt][2h] and s[mi][nt][2h + 1]; the other
+        // three lanes of its quad hold the rest. As given, the max stays −inf: m never leaves
+        // −inf, so L = −inf on every row (and α = 0 drops every tile but the last).
         // scale > 0, so max(s)·scale_log2 = max(s·scale_log2): compare raw, scale once.
         const float m_new = fmaxf(m[r], tile_max * scale_log2);
         // A row that has seen only masked keys has m_new = -inf. Exponentiating against it
@@ -108,12 +105,9 @@ struct OnlineSoftmax {
     // taken by the whole warp at once (__any_sync), so the branch never diverges, and skipping
     // a multiplication by exactly 1 changes no bit of the result.
     if (!kSkipRescale || __any_sync(0xffffffffu, max_moved)) {
-#pragma unroll
-      for (int mi = 0; mi < kMmaM; ++mi)
-#pragma unroll
-        for (int nt = 0; nt < kNTilesO; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) o[mi][nt][e] *= alpha[2 * mi + e / 2];
+      // TODO(exercise): O ← diag(α) · O. Every accumulator o[mi][nt] holds 4 values of the
+      // lane's rows (mma.cuh's C layout): which of its 2·kMmaM rows does o[mi][nt][e] belong
+      // to, and so which alpha[·]? As given, O is never rescaled (α = 1).
     }
 
 #pragma unroll
@@ -127,8 +121,8 @@ struct OnlineSoftmax {
           // One FFMA and one MUFU.EX2 per score: the scale is folded into the exponent.
           float& x0 = s[mi][nt][2 * h];
           float& x1 = s[mi][nt][2 * h + 1];
-          x0 = fast_exp2(fmaf(x0, scale_log2, -m_use[r]));
-          x1 = fast_exp2(fmaf(x1, scale_log2, -m_use[r]));
+          // TODO(exercise): x0, x1 ← p = exp2(s · scale_log2 − m) against the row's m_use[r],
+          // each in one fmaf and one fast_exp2. As given, P is the raw score.
           row_sum += x0 + x1;
         }
         l[r] = l[r] * alpha[r] + row_sum;
@@ -162,4 +156,4 @@ struct OnlineSoftmax {
   }
 };
 
-}  // namespace fa::step06
+}  // namespace fa::step07

@@ -1,4 +1,4 @@
-// flash_fwd_kernel.cuh — step 06's kernel: FlashAttention-2's forward pass on mma.sync.
+// flash_fwd_kernel.cuh — step 07's kernel: FlashAttention-2's forward pass on mma.sync.
 //
 // One CTA of 4 warps owns kBlockM = 128 query rows of one (batch, head); warp w owns rows
 // [32w, 32w + 32) (kernel_traits.cuh says why). Everything a warp computes stays in its
@@ -38,7 +38,7 @@
 #include "mma.cuh"
 #include "online_softmax.cuh"
 
-namespace fa::step06 {
+namespace fa::step07 {
 
 /// \brief Starts copying rows [0, kRows) of a tile in global memory into a swizzled
 /// [kRows][kHeadDim] tile in shared memory; rows at and past `valid_rows` become zeros.
@@ -308,4 +308,4 @@ void run_flash_fwd(const FwdParams& p, cudaStream_t stream) {
     launch_flash_fwd<typename FwdConfig<kHeadDim, Element, false>::Traits, false>(p, stream);
 }
 
-}  // namespace fa::step06
+}  // namespace fa::step07

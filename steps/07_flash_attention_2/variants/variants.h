@@ -1,5 +1,5 @@
-// variants.h — step 06's kernel in several configurations, for the measured table of
-// versions of chapter 06 (variants.cu).
+// variants.h — step 07's kernel in several configurations, for the measured table of
+// versions of chapter 07 (variants.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,9 +9,9 @@
 
 #include "../kernel_traits.cuh"
 
-namespace fa::step06 {
+namespace fa::step07 {
 
-/// \brief One configuration of step 06's kernel (bf16), launchable on any problem with its
+/// \brief One configuration of step 07's kernel (bf16), launchable on any problem with its
 /// head dim.
 struct Variant {
   std::string name;           ///< short label, e.g. "v2"
@@ -28,4 +28,4 @@ void add_d64_variants(std::vector<Variant>& out);
 /// \brief Appends the head-dim-128 variants (variants_d128.cu).
 void add_d128_variants(std::vector<Variant>& out);
 
-}  // namespace fa::step06
+}  // namespace fa::step07

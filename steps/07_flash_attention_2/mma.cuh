@@ -1,4 +1,4 @@
-// mma.cuh — the four PTX instructions step 06 is built on, and who holds what.
+// mma.cuh — the four PTX instructions step 07 is built on, and who holds what.
 //
 //   cp.async.cg.shared.global   global → shared, 16 bytes, no registers, no waiting
 //   ldmatrix.sync.aligned.x4    shared → registers, four 8 × 8 matrices of 16-bit values
@@ -64,7 +64,7 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace fa::step06 {
+namespace fa::step07 {
 
 // ---------------------------------------------------------------------------------------------
 // Shared-memory addresses
@@ -199,4 +199,4 @@ __device__ __forceinline__ void st_global_v4(void* gmem, uint4 v) {
                : "memory");
 }
 
-}  // namespace fa::step06
+}  // namespace fa::step07

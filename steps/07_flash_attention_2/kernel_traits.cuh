@@ -1,4 +1,4 @@
-// kernel_traits.cuh — step 06's tile configuration, its shared-memory layout (the swizzle),
+// kernel_traits.cuh — step 07's tile configuration, its shared-memory layout (the swizzle),
 // the kernel's parameters, and the one function each instantiation file provides.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include "common/problem.h"
 #include "common/registry.h"
 
-namespace fa::step06 {
+namespace fa::step07 {
 
 /// \brief What the kernel needs, by value (a __grid_constant__ kernel argument). Offsets are
 /// int: validate() keeps every index into Q, K, V, O and L below 2^31 (problem.h, Limits).
@@ -67,7 +67,7 @@ struct FwdParams {
 // ldmatrix has in flight, the softmax state and the addresses. FlashAttention-2's own tiles
 // (128 × 64 at d = 128, 128 × 128 at d = 64) make kBlockN + kHeadDim = 192; ptxas then hits
 // the 255-register ceiling and spills 24 bytes per thread (CUDA 13). Whether that costs
-// anything is a measurement, not an argument: bin/variants_06 times every candidate, and the
+// anything is a measurement, not an argument: bin/variants_07 times every candidate, and the
 // configurations below are the fastest it found on the H200 (docs/results/h200-variants.md).
 // At d = 128 the causal kernel runs 128 × 64 — spills and all, 4–6% faster there than
 // 128 × 32 — and the non-causal one 128 × 32, 1–4% faster at N ≥ 4096.
@@ -91,7 +91,7 @@ struct FwdParams {
 // ---------------------------------------------------------------------------------------------
 //
 // The last three parameters exist for the measured table of versions (variants.cu, chapter
-// 06): kSwizzle_ = false stores tiles plainly (8-way ldmatrix bank conflicts), kSkipRescale_ =
+// 07): kSwizzle_ = false stores tiles plainly (8-way ldmatrix bank conflicts), kSkipRescale_ =
 // false rescales O after every tile, kMinBlocksPerSm_ is __launch_bounds__'s occupancy
 // promise (2 → at most 255 registers for 4 warps; 1 for configurations of 8 warps).
 // ---------------------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ struct KernelTraits {
 };
 
 // The tiles per head dim and mask (see above): the one place to change when tuning, and
-// the fastest rows of bin/variants_06 on the H200 (docs/results/h200-variants.md). Skipping
+// the fastest rows of bin/variants_07 on the H200 (docs/results/h200-variants.md). Skipping
 // the rescale of O when no max moved (kSkipRescale) pays only at d = 128 with 32-key tiles;
 // elsewhere the warp vote and branch cost more than the multiplies they save.
 template <int kHeadDim, class Element, bool IsCausal>
@@ -195,4 +195,4 @@ FwdParams make_fwd_params(const Problem& prob, const DeviceTensors& t);
 template <int kHeadDim, class Element>
 void run_flash_fwd(const FwdParams& params, cudaStream_t stream);
 
-}  // namespace fa::step06
+}  // namespace fa::step07

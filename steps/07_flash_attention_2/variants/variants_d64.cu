@@ -1,10 +1,10 @@
-// variants_d64.cu — step 06's kernel at head dim 64 in the configurations of the table of
-// versions (chapter 06). The step itself runs FwdConfig<64, ·> (kernel_traits.cuh).
+// variants_d64.cu — step 07's kernel at head dim 64 in the configurations of the table of
+// versions (chapter 07). The step itself runs FwdConfig<64, ·> (kernel_traits.cuh).
 #include <cuda_bf16.h>
 
 #include "make_variant.cuh"
 
-namespace fa::step06 {
+namespace fa::step07 {
 
 void add_d64_variants(std::vector<Variant>& out) {
   using E = __nv_bfloat16;
@@ -31,4 +31,4 @@ void add_d64_variants(std::vector<Variant>& out) {
       "c3", "v2 with 3 blocks/SM (≤ 168 registers)"));
 }
 
-}  // namespace fa::step06
+}  // namespace fa::step07
