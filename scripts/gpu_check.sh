@@ -71,6 +71,11 @@ cmake --build "$build" -j "$(nproc)" >"$logs/build.log" 2>&1 || { tail -40 "$log
 echo "built"
 
 status=0
+step "the kernels as compiled (registers, stack, SASS instruction counts)"
+cuda=$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+$py scripts/kernel_report.py --build "$build" --out "docs/results/$name-kernels.md" \
+    --meta "CUDA $cuda, $(date -u +%Y-%m-%d), commit $commit, scripts/gpu_check.sh" || status=1
+
 if [ "$tests" = 1 ]; then
   step "tests (every GPU test must run: none skipped)"
   set +e
