@@ -65,6 +65,9 @@ std::string record_name(const std::string& impl, const fa::Problem& p) {
   return os.str();
 }
 
+// Benchmarks that stopped with an error (out of memory, a failed launch): main's exit status.
+int g_failed = 0;
+
 // The timing loop shared by steps and the baseline. `setup` returns the function to time.
 void time_it(benchmark::State& state, const fa::Problem& p, std::size_t extra_bytes,
              double nxn_bytes, const std::function<std::function<void()>()>& setup) {
@@ -84,6 +87,7 @@ void time_it(benchmark::State& state, const fa::Problem& p, std::size_t extra_by
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
+    ++g_failed;
     cudaGetLastError();  // clear a sticky-free error such as an allocation failure
     return;
   }
@@ -250,6 +254,11 @@ int main(int argc, char** argv) try {
 
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  if (g_failed > 0) {
+    std::fprintf(stderr, "%d benchmark%s stopped with an error (see ERROR OCCURRED above)\n",
+                 g_failed, g_failed == 1 ? "" : "s");
+    return 1;
+  }
   return 0;
 } catch (const std::exception& e) {
   return fa::cli::fail(e);
