@@ -8,11 +8,19 @@
 //
 //   load Qᵀ tile into shared memory                       (once)
 //   for each K/V tile of kBlockN keys the block can see:
-//     Kᵀ, V tiles → shared memory                        (streamed, overlapped with compute)
+//     Kᵀ, V tiles → shared memory                        (float4 loads → registers → shared)
+//     barrier 1                                           (Qᵀ, Kᵀ, V complete)
 //     S  = Q Kᵀ          kBlockM × kBlockN, in registers  (never written anywhere)
 //     online softmax:    m, ℓ in registers, S → P in place, O rescaled by α
-//     Pᵀ → shared memory (on chip), then O += P V        O accumulator in registers
+//     Pᵀ → shared memory (on chip)
+//     barrier 2                                           (Pᵀ complete)
+//     O += P V                                            O accumulator in registers
+//     barrier 3                                           (Kᵀ, V, Pᵀ free for the next tile)
 //   O = O / ℓ, L = m + log ℓ → HBM                        (the only writes)
+//
+// The loads are plain and synchronous, like step 03's: the block waits for each tile before
+// it computes on it, and the three barriers are step 03's three with S computed instead of
+// read.
 //
 // Both matrix products are register-blocked like a good SGEMM (see outer_product_mma): each
 // thread accumulates a small 8 × 4 or 8 × 8 block of S or O from float4 shared-memory reads,
@@ -31,10 +39,9 @@
 //   (compile alone: nvcc -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Icommon
 //                   -Xptxas -v -c steps/04_flash_attention/flash_attention.cu)
 //
-// Not yet: tensor cores and half precision (later steps); K/V tiles are single-buffered, so
-// the two loads per tile are overlapped with the other matrix product rather than with a
-// second buffer of their own; head dims are limited to the tuned set {16, 32, 64, 128} (256
-// would not fit two blocks per SM at these tile sizes); no backward pass.
+// Not yet: tensor cores and half precision (later steps); overlapping the loads with compute:
+// step 07's pipeline; head dims are limited to the tuned set {16, 32, 64, 128} (256 would not
+// fit two blocks per SM at these tile sizes); no backward pass.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -161,49 +168,33 @@ using ConfigD128 = Config<128, 64, 64, 4, 16, 0>;  //            8 × 4    8 × 
 // Moving tiles into shared memory.
 // ---------------------------------------------------------------------------------------------
 
-// TUTORIAL: cp.async (sm_80+) copies global → shared without passing through registers, and
-// the thread does not wait for it: it issues the copy, computes, and waits only when it needs
-// the data. With a src-size of 0 it writes 16 zero bytes instead of reading — how the ragged
-// last V tile is filled without reading past N_kv.
-__device__ __forceinline__ void cp_async_16(float* smem_dst, const float* gmem_src, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
-               "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-
 /// \brief V tile [kBlockN][kHeadDim] ← rows [0, kBlockN) of `tile` (row stride in elements),
 /// zero rows at and past `valid_rows`. Consecutive threads copy consecutive 16-byte chunks of
-/// a row: coalesced reads, conflict-free shared writes. Asynchronous: cp_async_wait_all()
-/// and a barrier before use.
+/// a row: coalesced reads, conflict-free shared writes. Each pass is a float4 load into
+/// registers and a float4 store; the loop is unrolled, so the loads of several passes can be
+/// in flight before the first store waits.
 template <class Cfg>
-__device__ __forceinline__ void load_v_async(float* sV, const float* tile, std::int64_t row_stride,
-                                             int valid_rows) {
+__device__ __forceinline__ void load_v(float* sV, const float* tile, std::int64_t row_stride,
+                                       int valid_rows) {
   constexpr int kChunksPerRow = Cfg::kHeadDim / 4;
   constexpr int kRowsPerPass = Cfg::kNumThreads / kChunksPerRow;
+  constexpr int kPasses = Cfg::kBlockN / kRowsPerPass;
   static_assert(Cfg::kNumThreads % kChunksPerRow == 0 && Cfg::kBlockN % kRowsPerPass == 0, "");
   const int row = threadIdx.x / kChunksPerRow, chunk = threadIdx.x % kChunksPerRow;
   const float* src = tile + row * row_stride + chunk * 4;
   const std::int64_t pass_stride = kRowsPerPass * row_stride;
-  float* dst = sV + row * Cfg::kHeadDim + chunk * 4;
   const int rows_left = valid_rows - row;
+  float4* dst = reinterpret_cast<float4*>(sV + row * Cfg::kHeadDim + chunk * 4);
 #pragma unroll
-  for (int i = 0; i < Cfg::kBlockN / kRowsPerPass; ++i) {
-    const bool valid = i * kRowsPerPass < rows_left;
-    cp_async_16(dst + i * kRowsPerPass * Cfg::kHeadDim, valid ? src : tile, valid);
-    src += pass_stride;
-  }
+  for (int i = 0; i < kPasses; ++i)  // a row past the end is not read: it is stored as zeros
+    dst[i * kRowsPerPass * Cfg::kHeadDim / 4] =
+        i * kRowsPerPass < rows_left ? *reinterpret_cast<const float4*>(src + i * pass_stride)
+                                     : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 /// \brief Loads a [kRows][kHeadDim] tile from global memory into registers and stores it
-/// transposed, as [kHeadDim][kRows], into shared memory. The two halves are separate calls so
-/// that the global latency can be hidden behind other work (the next Kᵀ tile is loaded while
-/// P V is computed).
+/// transposed, as [kHeadDim][kRows], into shared memory. load() issues all of a thread's loads
+/// before store() waits for the first of them, so they are in flight together.
 // TUTORIAL: why transpose? The matrix products read "one value of k for each of my rows/keys"
 // every step. In a [d][rows] layout those values are contiguous, so a thread fetches four of
 // them with one 16-byte load, and the lanes of a warp read consecutive float4s — no bank
@@ -377,17 +368,12 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, Cfg::kMinBlocksPerSm)
 
   const KvTiles tiles = kv_tiles<IsCausal>(m0, Cfg::kBlockM, Cfg::kBlockN, p.n_q, p.n_kv);
 
-  // Prologue: Qᵀ and the first Kᵀ tile. Query rows past N_q are zeros: they compute finite
-  // garbage that is never stored.
+  // Prologue: Qᵀ. Query rows past N_q are zeros: they compute finite garbage that is never
+  // stored.
   {
     TransposedTileLoader<Cfg, Cfg::kBlockM> q_loader;
     q_loader.load(q + q_off + m0 * p.qs.row, p.qs.row, p.n_q - m0);
     q_loader.store(sQt);
-  }
-  TransposedTileLoader<Cfg, Cfg::kBlockN> k_loader;
-  if (tiles.num_tiles > 0) {
-    k_loader.load(k_head, p.kvs.row, p.n_kv);
-    k_loader.store(sKt);
   }
 
   float acc_o[kRows][kDims];  // O accumulator, registers: this thread's kRows × kDims of O
@@ -400,11 +386,16 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, Cfg::kMinBlocksPerSm)
 
   for (int t = 0; t < tiles.num_tiles; ++t) {
     const int n0 = t * Cfg::kBlockN;  // first key of this tile
-    // Barrier 1: Kᵀ(t) (and at t = 0, Qᵀ) is complete, and every thread has finished
-    // P V of tile t−1, so sV and sPt may be overwritten.
+    // Kᵀ(t), V(t) → shared. No barrier needed first: every thread finished reading the
+    // previous tile's before barrier 3.
+    {
+      TransposedTileLoader<Cfg, Cfg::kBlockN> k_loader;
+      k_loader.load(k_head + n0 * p.kvs.row, p.kvs.row, p.n_kv - n0);
+      k_loader.store(sKt);
+    }
+    load_v<Cfg>(sV, v_head + n0 * p.kvs.row, p.kvs.row, p.n_kv - n0);
+    // Barrier 1: Kᵀ(t), V(t) (and at t = 0, Qᵀ) are complete.
     __syncthreads();
-    load_v_async<Cfg>(sV, v_head + n0 * p.kvs.row, p.kvs.row, p.n_kv - n0);
-    cp_async_commit();  // V(t) flies while S is computed
 
     float s[kRows][kCols];  // S tile, registers: this thread's kRows × kCols of S
 #pragma unroll
@@ -420,20 +411,17 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, Cfg::kMinBlocksPerSm)
     // As given, S stays 0, nothing is masked and the softmax never sees the tile.
 
     // Pᵀ(t) → shared. No barrier needed first: sPt was last read in P V of tile t−1, which
-    // every thread finished before barrier 1.
+    // every thread finished before barrier 3.
     store_pt<Cfg>(sPt, s, rg, cl);
-    cp_async_wait_all();
-    // Barrier 2: Pᵀ(t) and V(t) are complete, and every thread has finished reading Kᵀ(t).
+    // Barrier 2: Pᵀ(t) is complete.
     __syncthreads();
 
-    const bool has_next = t + 1 < tiles.num_tiles;
-    if (has_next)  // Kᵀ(t+1): global → registers now, in flight during P V ...
-      k_loader.load(k_head + (n0 + Cfg::kBlockN) * p.kvs.row, p.kvs.row,
-                    p.n_kv - n0 - Cfg::kBlockN);
     // TODO(exercise): O += P V into acc_o, with the same outer_product_mma as S = Q Kᵀ:
     // Pᵀ(t) is in sPt (rows kPtStride floats apart), V(t) in sV; the reduction runs over the
     // tile's keys. As given, acc_o stays 0.
-    if (has_next) k_loader.store(sKt);  // ... registers → shared after it (sKt is free)
+    // Barrier 3: every thread has finished reading Kᵀ(t), V(t) and Pᵀ(t), so the next tile
+    // may overwrite them.
+    __syncthreads();
   }
 
   // Epilogue: O = O / ℓ and L, the only writes to device memory.
@@ -545,7 +533,7 @@ StepInfo info() {
   s.dtypes = {DType::F32};
   s.head_dims = {16, 32, 64, 128};
   s.max_head_dim = 128;
-  s.alignment = 16;  // float4 loads and cp.async of 16 bytes; rows are multiples of d ≥ 16
+  s.alignment = 16;  // float4 loads of 16 bytes; rows are multiples of d ≥ 16
   s.workspace_bytes = workspace_bytes;
   s.nxn_bytes_written = nxn_bytes_written;
   s.check_device = check_device;
