@@ -54,19 +54,19 @@ __device__ __forceinline__ KvTiles kv_tiles(int m0, int block_m, int block_n, in
   return {(last_limit + block_n - 1) / block_n, first_limit / block_n};
 }
 
-/// \brief Sets s[c] = -inf where key col0 + Cfg::col_of(half, c) is hidden from query row
+/// \brief Sets s[c] = -inf where key col0 + Traits::col_of(half, c) is hidden from query row
 /// `row` — by the causal mask or by lying past N_kv (the ragged last tile). Called only for
 /// tiles that kv_tiles() says cross the diagonal or the end; the others skip it entirely.
 /// \param row   global index of the query row this lane holds
 /// \param col0  global index of the tile's first key
-/// \param half  which of the row's lanes this is (its columns, see Config::col_of)
-template <bool IsCausal, class Cfg, int kCols>
+/// \param half  which of the row's lanes this is (its columns, see KernelTraits::col_of)
+template <bool IsCausal, class Traits, int kCols>
 __device__ __forceinline__ void apply_mask(float (&s)[kCols], int row, int col0, int half, int n_q,
                                            int n_kv) {
   const int limit = kv_limit<IsCausal>(row, n_q, n_kv);
 #pragma unroll
   for (int c = 0; c < kCols; ++c)
-    if (col0 + Cfg::col_of(half, c) >= limit) s[c] = -INFINITY;
+    if (col0 + Traits::col_of(half, c) >= limit) s[c] = -INFINITY;
 }
 
 }  // namespace fa::step05

@@ -10,8 +10,8 @@
 //
 // What changed since step 04:
 //   * update() no longer rescales O itself. O now lives in tensor-core accumulator fragments,
-//     whose rows a lane cannot name (see the kernel's TUTORIAL on the row map); update()
-//     returns the factor α and the kernel applies it.
+//     whose rows a lane cannot name (mma.cuh's TUTORIAL on the row map); update() returns
+//     the factor α and the kernel applies it with scale_rows (below).
 //   * P leaves update() rounded to 16 bits, the input type of the P V product. ℓ sums the
 //     fp32 values before that rounding (as FlashAttention does), so L = m + log ℓ is as
 //     accurate as in fp32, and rounding P is just one more rounded input of P V, like V.
@@ -21,7 +21,7 @@
 
 #include <cmath>
 
-#include "half_types.cuh"
+#include "mma.cuh"
 
 namespace fa::step05 {
 
@@ -68,7 +68,7 @@ struct OnlineSoftmax {
 
   /// \brief Folds this lane's kCols scores of one S tile into the state.
   /// \param s   raw scores q·k of the row (masked entries -inf)
-  /// \param p   out: p = exp2(s·scale_log2 − m_new) rounded to T, two per word (Half::pack),
+  /// \param p   out: p = exp2(s·scale_log2 − m_new) rounded to T, two per word (pack_pair),
   ///            in the order of s
   /// \return    α = exp2(m_old − m_new), the factor the row of O must be multiplied by
   template <class T, int kCols>
@@ -93,7 +93,7 @@ struct OnlineSoftmax {
       // One FFMA and one MUFU.EX2 per score: the scale is folded into the exponent.
       const float p0 = fast_exp2(fmaf(s[c], scale_log2, -m_use));
       const float p1 = fast_exp2(fmaf(s[c + 1], scale_log2, -m_use));
-      p[c / 2] = Half<T>::pack(p0, p1);  // two floats → two 16-bit values, one instruction
+      p[c / 2] = pack_pair<T>(p0, p1);  // two floats → two 16-bit values, one instruction
       l += p0 + p1;
     }
     return alpha;
@@ -110,5 +110,20 @@ struct OnlineSoftmax {
     return any_key ? 1.f / row_sum : 0.f;
   }
 };
+
+/// \brief o[f].x[i] *= scale[row[i]] for all of a warp's accumulator fragments: row r of the
+/// warp's O (16 × d) is multiplied by scale[r]. `scale` is in shared memory (16 floats);
+/// `row` is the row map of accumulator_rows (mma.cuh).
+template <int kFrags>
+__device__ __forceinline__ void scale_rows(FragAcc (&o)[kFrags], const float* scale,
+                                           const int (&row)[kAccElems]) {
+  float factor[kAccElems];
+#pragma unroll
+  for (int i = 0; i < kAccElems; ++i) factor[i] = scale[row[i]];
+#pragma unroll
+  for (int f = 0; f < kFrags; ++f)
+#pragma unroll
+    for (int i = 0; i < kAccElems; ++i) o[f].x[i] *= factor[i];
+}
 
 }  // namespace fa::step05
