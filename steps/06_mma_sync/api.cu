@@ -32,11 +32,13 @@
 //
 // The kernels (kernel_traits.cuh says why these tiles; CUDA 13, -Xptxas -v):
 //
-//   d    tile (rows × keys)  warps  smem   registers  spills
-//   64   128 × 64            4      32 KB  @REG64@        none
-//   128  128 × 32            4      48 KB  @REG128@        none
+//   d    mask        tile (rows × keys)  warps  smem   registers  spills
+//   64   non-causal  128 × 64            4      32 KB  211        none
+//   64   causal      128 × 64            4      32 KB  214        none
+//   128  non-causal  128 × 32            4      48 KB  235        none
+//   128  causal      128 × 32            4      48 KB  238        none
 //
-// 2 CTAs per SM. Both fp16 and bf16, causal or not, compile to the same counts.
+// 2 CTAs per SM. Both fp16 and bf16 compile to the same counts.
 //
 // Build and run:
 //   cmake --build build --target 06_mma_sync &&
