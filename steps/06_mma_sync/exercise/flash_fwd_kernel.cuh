@@ -116,6 +116,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
   const uint32_t k_lane = Traits::offset(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
   const uint32_t v_lane = Traits::offset(lane % 16, lane / 16);
 
+  // The K/V tile visited at iteration `it` is tile num_tiles − 1 − it: last to first, so that
+  // the tiles that need a mask come first (mask.cuh).
+  auto load_kv = [&](int it) {
+    const int n0 = (tiles.num_tiles - 1 - it) * kBlockN;
+    load_tile<Traits, kBlockN>(sK, k_head + n0 * p.kv_row_stride, p.kv_row_stride, p.n_kv - n0);
+    load_tile<Traits, kBlockN>(sV, v_head + n0 * p.kv_row_stride, p.kv_row_stride,
+                               p.n_kv - n0);  // zeros past N_kv: 0·V
+  };
+
   // Prologue: Q. A block with nothing to see loads nothing and falls through to the
   // epilogue with O = 0, ℓ = 0.
   if (tiles.num_tiles > 0)
@@ -132,8 +141,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
   OnlineSoftmax<kMmaM> softmax;
   softmax.init();
 
-  // The K/V tile visited at iteration `it` is tile num_tiles − 1 − it: last to first, so that
-  // the tiles that need a mask come first (mask.cuh).
   for (int it = 0; it < tiles.num_tiles; ++it) {
     const int n0 = (tiles.num_tiles - 1 - it) * kBlockN;  // first key of this tile
 
@@ -141,9 +148,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
     // overwritten. The second: every thread's stores (and, at it = 0, those of Q) are
     // visible to every warp before any ldmatrix.
     __syncthreads();
-    load_tile<Traits, kBlockN>(sK, k_head + n0 * p.kv_row_stride, p.kv_row_stride, p.n_kv - n0);
-    load_tile<Traits, kBlockN>(sV, v_head + n0 * p.kv_row_stride, p.kv_row_stride,
-                               p.n_kv - n0);  // zeros past N_kv: 0·V
+    load_kv(it);
     __syncthreads();
 
     // ---- S = Q Kᵀ (unscaled): the warp's 32 rows × kBlockN keys ---------------------------
