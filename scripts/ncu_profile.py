@@ -123,7 +123,7 @@ def main():
     ap.add_argument("--tour", required=True, help="path to the tour program")
     ap.add_argument("--ncu", default="ncu")
     ap.add_argument("--python", default=sys.executable)
-    ap.add_argument("--steps", default="05_tensor_cores,07_flash_attention_2")
+    ap.add_argument("--steps", default="05_tensor_cores,06_mma_sync,07_flash_attention_2")
     ap.add_argument("--torch", default="flash,cudnn", help="SDPA backends; '' for none")
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--batch", type=int, default=4)

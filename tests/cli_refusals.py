@@ -48,11 +48,13 @@ TOUR = [
     ("--no-such-option", r"--no-such-option"),
 ]
 TOUR_ALL_STEPS = TOUR + [
-    ("--step 7", r"--step: 7 is not a registered step; known: 01_naive_attention"),
+    ("--step 8", r"--step: 8 is not a registered step; known: 01_naive_attention"),
     ("--step 04 --d 48", r"--step \(04\) cannot run this problem: head_dim \(48\) is not "
                          r"supported by step 04_flash_attention \(supported: 16 32 64 128\)"),
     ("--step 05 --dtype fp32", r"--step \(05\) cannot run this problem: dtype \(fp32\) is not "
                                r"supported by step 05_tensor_cores \(supported: fp16, bf16\)"),
+    ("--step 06 --d 32", r"--step \(06\) cannot run this problem: head_dim \(32\) is not "
+                         r"supported by step 06_mma_sync \(supported: 64 128\)"),
     ("--step cublas_baseline --dtype bf16", r"dtype \(bf16\) is not supported by cublas_baseline"),
     ("--dtype fp16 --d 48", r"no step can run this problem"),
 ]

@@ -1,6 +1,6 @@
-// flash_fwd_d64_f16.cu — step 07's kernels for head dim 64 in fp16, causal and not.
+// flash_fwd_d64_f16.cu — the kernels for head dim 64 in fp16, causal and not.
 // One file per (head dim, dtype): the four instantiations compile in parallel, and editing
-// the launcher (flash_attention_2.cu) recompiles none of them. The kernel is in
+// the launcher (api.cu) recompiles none of them. The kernel is in
 // flash_fwd_kernel.cuh, its tiles in kernel_traits.cuh (FwdConfig<64, ·>).
 #include "flash_fwd_kernel.cuh"
 

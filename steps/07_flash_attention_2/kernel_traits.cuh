@@ -186,12 +186,12 @@ struct FwdConfig<128, Element, true> {  // 128 × 64, 2 stages, always rescale: 
   using Traits = KernelTraits<128, 128, 64, 4, 2, Element, true, false>;
 };
 
-/// \brief The kernel's parameters for problem `prob` on tensors `t` (flash_attention_2.cu).
+/// \brief The kernel's parameters for problem `prob` on tensors `t` (api.cu).
 FwdParams make_fwd_params(const Problem& prob, const DeviceTensors& t);
 
 /// \brief Launches the forward kernel for head dim kHeadDim and Element on `stream`. Defined
 /// in flash_fwd_kernel.cuh and instantiated once per (d, dtype) in flash_fwd_d*_*.cu, so the
-/// four kernels compile in parallel and flash_attention_2.cu does not compile any of them.
+/// four kernels compile in parallel and api.cu does not compile any of them.
 template <int kHeadDim, class Element>
 void run_flash_fwd(const FwdParams& params, cudaStream_t stream);
 

@@ -121,7 +121,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
   // Each is the byte offset of the lane's row and chunk (0 or 1) for k step 0. Step j reads
   // chunk c + 2j = c ^ 2j instead, and since the swizzle is itself an XOR,
   //     swizzle(row, c ^ 2j) = swizzle(row, c) ^ 32·j     (kernel_traits.cuh)
-  // — one XOR with a constant per k step, no per-step swizzle arithmetic.
+  // — one XOR with a constant per k step, no per-step swizzle arithmetic. (Step 06's
+  // `+ 32·j` on its plain tiles is the same number there; on a swizzled tile only the XOR is.)
   const uint32_t q_lane = Traits::swizzle(warp * kWarpRows + lane % 16, lane / 16);
   const uint32_t k_lane = Traits::swizzle(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
   const uint32_t v_lane = Traits::swizzle(lane % 16, lane / 16);
@@ -161,18 +162,26 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
 
   for (int it = 0; it < tiles.num_tiles; ++it) {
     const int n0 = (tiles.num_tiles - 1 - it) * kBlockN;  // first key of this tile
-    const int stage = it % kStages;
+    // TODO(exercise): the stage (buffer of K and V) that holds the tile of visit `it`. The
+    // prologue put visit i in stage i; each refill below puts visit it_load in the stage it
+    // empties. As given, stage 0 for every visit.
+    const int stage = 0;
     const uint32_t k_lane_t = stage * Traits::kKVTileBytes + k_lane;  // in this tile's stage
     const uint32_t v_lane_t = stage * Traits::kKVTileBytes + v_lane;
 
     // Group `it` (this tile) has landed once at most kStages − 2 newer groups are in flight.
     // After the barrier every thread's copies are visible, and every warp has finished the
     // previous tile, whose stage is now refilled with the tile kStages − 1 iterations ahead.
-    cp_async_wait<kStages - 2>();
+    // TODO(exercise): wait for this visit's copies, and for no later ones: with one commit
+    // group per visit (the prologue's invariant), how many groups may still be in flight
+    // once group `it` has landed? As given, every copy in flight is waited for.
+    cp_async_wait<0>();
     __syncthreads();
-    const int it_load = it + kStages - 1;
-    if (it_load < tiles.num_tiles) load_kv_async(it_load, it_load % kStages);
-    cp_async_commit();  // possibly empty, as above
+    // TODO(exercise): refill the stage the previous visit used with the tile kStages − 1
+    // visits ahead (load_kv_async, above), if there is one, and close this visit's commit
+    // group — even when it is empty: why must every iteration commit exactly one group?
+    // As given, nothing is loaded after the prologue: from visit kStages − 1 on, every tile
+    // is computed on stale K and V.
 
     // ---- S = Q Kᵀ (unscaled): the warp's 32 rows × kBlockN keys ---------------------------
     float s[kMmaM][kNTilesS][4];  // S tile, registers, mma accumulator layout
@@ -187,20 +196,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
       uint32_t a[kMmaM][4];                  // Q fragments: 16 rows × 16 dims each
 #pragma unroll
       for (int mi = 0; mi < kMmaM; ++mi)
-        // TODO(exercise): a[mi] ← Q's A fragment for m16 tile mi of the warp's rows and the
-        // 16 dims of k step ks, with one ldmatrix (mma.cuh) from sQ. q_lane is this lane's
-        // row and chunk at k step 0 (above): how far down is tile mi, and how does k step ks
-        // change the lane's address? As given, zeros: S = 0.
-        a[mi][0] = a[mi][1] = a[mi][2] = a[mi][3] = 0u;
-      static_cast<void>(kRowBytes);  // silences "never referenced" until the loads use it
+        // TODO(exercise): the address of k step ks (dims 16ks … 16ks + 15) in the swizzled
+        // tile: q_lane is this lane's row and chunk at k step 0 (the comment above q_lane).
+        // As given, every k step reads dims 0-15: S is wrong.
+        ldmatrix_x4(a[mi], sQ + mi * 16 * kRowBytes + q_lane);
 #pragma unroll
       for (int np = 0; np < kNTilesS / 2; ++np) {  // 16 keys (two n8 tiles) per ldmatrix
         uint32_t bk[4];                            // K fragments: b0 b1 of tiles 2np, 2np+1
-        // TODO(exercise): bk ← the B fragments of keys 16np … 16np + 15 (two n8 tiles) for the
-        // 16 dims of k step ks, with one ldmatrix from sK, using k_lane_t (this lane's row
-        // and chunk in this tile's stage, at k step 0). K is stored [key][dim]: is that
-        // already the layout mma wants for B = Kᵀ? As given, zeros: S = 0.
-        bk[0] = bk[1] = bk[2] = bk[3] = 0u;
+        // TODO(exercise): the same for K, from k_lane_t. As given, every k step reads dims 0-15.
+        ldmatrix_x4(bk, sK + np * 16 * kRowBytes + k_lane_t);
 #pragma unroll
         for (int mi = 0; mi < kMmaM; ++mi) {
           mma_m16n8k16<Element>(s[mi][2 * np], a[mi], bk[0], bk[1]);
@@ -236,11 +240,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
 #pragma unroll
       for (int kk = 0; kk < kKStepsO; ++kk) {  // 16 keys per step
         uint32_t bv[4];  // V fragments, transposed: b0 b1 of dim tiles 2dp, 2dp+1
-        // TODO(exercise): bv ← the B fragments of keys 16kk … 16kk + 15 × dims 16dp … 16dp + 15
-        // (two n8 tiles of dims), with one ldmatrix from sV, using v_lane_t. V is stored
-        // [key][dim], but B must hold pairs of neighbouring KEYS in a register: which ldmatrix?
-        // As given, zeros: O stays 0.
-        bv[0] = bv[1] = bv[2] = bv[3] = 0u;
+        // TODO(exercise): the address of dims 16dp … 16dp + 15 of keys 16kk … 16kk + 15, from
+        // v_lane_t: which of the two moves along a row, and which down the rows? As given,
+        // every dp reads dims 0-15: O is wrong.
+        ldmatrix_x4_trans(bv, sV + kk * 16 * kRowBytes + v_lane_t);
 #pragma unroll
         for (int mi = 0; mi < kMmaM; ++mi) {
           mma_m16n8k16<Element>(acc_o[mi][2 * dp], pa[mi][kk], bv[0], bv[1]);

@@ -15,15 +15,15 @@
 //    be: each lane keeps its own partial ℓ, rescales it by the same α as the others, and the
 //    partials are added once, in finalize().
 //
-// New here: the rescale of O by α is skipped, for the whole warp at once, on tiles that move
-// no row's max (update() says why that matters).
+// Not yet (step 07): skipping the rescale of O on tiles that move no row's max. Here O is
+// rescaled by α after every tile, α = 1 or not.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 
-namespace fa::step07 {
+namespace fa::step06 {
 
 constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) = exp2(x · log2(e))
 constexpr float kLn2 = 0.6931471805599453f;    // ln(2):   log(x) = log2(x) · ln(2)
@@ -67,22 +67,21 @@ struct OnlineSoftmax {
   /// rows × the tile's keys (masked entries -inf); on exit the unnormalised probabilities
   /// p = exp2(s·scale_log2 − m_new), still fp32. The O accumulator is rescaled by
   /// α = exp2(m_old − m_new) so that it is expressed against the new max.
-  template <bool kSkipRescale, int kNTilesS, int kNTilesO>
+  template <int kNTilesS, int kNTilesO>
   __device__ __forceinline__ void update(float (&s)[kMmaM][kNTilesS][4],
                                          float (&o)[kMmaM][kNTilesO][4], float scale_log2) {
     float m_use[kRows];  // the max each row's p are taken against (never -inf)
     float alpha[kRows];  // exp2(m_old − m_new) per row
-    bool max_moved = false;
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = 2 * mi + h;
         float tile_max = -INFINITY;
-        // TODO(exercise): tile_max ← the max of row r's raw scores over the whole tile. This
-        // lane holds two of them per n8 tile, s[mi][nt][2h] and s[mi][nt][2h + 1]; the other
-        // three lanes of its quad hold the rest. As given, the max stays −inf: m never leaves
-        // −inf, so L = −inf on every row (and α = 0 drops every tile but the last).
+#pragma unroll
+        for (int nt = 0; nt < kNTilesS; ++nt)
+          tile_max = fmaxf(tile_max, fmaxf(s[mi][nt][2 * h], s[mi][nt][2 * h + 1]));
+        tile_max = quad_max(tile_max);  // the whole row's max over this tile
         // scale > 0, so max(s)·scale_log2 = max(s·scale_log2): compare raw, scale once.
         const float m_new = fmaxf(m[r], tile_max * scale_log2);
         // A row that has seen only masked keys has m_new = -inf. Exponentiating against it
@@ -95,20 +94,15 @@ struct OnlineSoftmax {
         // visible tile (m_old = -inf, where ℓ and O are still 0 anyway).
         alpha[r] = fast_exp2(m[r] - m_use[r]);
         m[r] = m_new;
-        max_moved |= alpha[r] != 1.f;
       }
     }
 
-    // TUTORIAL: once the running max has settled, most tiles raise no row's max, α = 1 for
-    // every row of the warp, and the 2·kMmaM·kHeadDim multiplies of O below would all be × 1
-    // — as many FP32 instructions per tile as the rest of the softmax together. The test is
-    // taken by the whole warp at once (__any_sync), so the branch never diverges, and skipping
-    // a multiplication by exactly 1 changes no bit of the result.
-    if (!kSkipRescale || __any_sync(0xffffffffu, max_moved)) {
-      // TODO(exercise): O ← diag(α) · O. Every accumulator o[mi][nt] holds 4 values of the
-      // lane's rows (mma.cuh's C layout): which of its 2·kMmaM rows does o[mi][nt][e] belong
-      // to, and so which alpha[·]? As given, O is never rescaled (α = 1).
-    }
+#pragma unroll
+    for (int mi = 0; mi < kMmaM; ++mi)
+#pragma unroll
+      for (int nt = 0; nt < kNTilesO; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mi][nt][e] *= alpha[2 * mi + e / 2];
 
 #pragma unroll
     for (int mi = 0; mi < kMmaM; ++mi) {
@@ -121,8 +115,8 @@ struct OnlineSoftmax {
           // One FFMA and one MUFU.EX2 per score: the scale is folded into the exponent.
           float& x0 = s[mi][nt][2 * h];
           float& x1 = s[mi][nt][2 * h + 1];
-          // TODO(exercise): x0, x1 ← p = exp2(s · scale_log2 − m) against the row's m_use[r],
-          // each in one fmaf and one fast_exp2. As given, P is the raw score.
+          x0 = fast_exp2(fmaf(x0, scale_log2, -m_use[r]));
+          x1 = fast_exp2(fmaf(x1, scale_log2, -m_use[r]));
           row_sum += x0 + x1;
         }
         l[r] = l[r] * alpha[r] + row_sum;
@@ -156,4 +150,4 @@ struct OnlineSoftmax {
   }
 };
 
-}  // namespace fa::step07
+}  // namespace fa::step06

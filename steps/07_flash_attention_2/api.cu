@@ -1,9 +1,10 @@
-// Step 07 — FlashAttention-2: mma.sync tensor cores, scores in registers, cp.async pipeline.
+// Step 07 — FlashAttention-2's memory pipeline: cp.async stages, swizzled tiles, measured tiles.
 //
 // What changed since step 05: the algorithm is the same — one fused kernel, a block owns
 // query rows, K/V tiles stream past, online softmax, only O and L written, fp16/bf16 on the
 // tensor cores with fp32 sums — but the work is now laid out the way FlashAttention-2 (Dao,
-// 2023, arXiv:2307.08691) lays it out, and step 05's shared-memory bottleneck is gone:
+// 2023, arXiv:2307.08691) lays it out, on tensor-core instructions whose register layout is
+// known (step 06), fed by a memory pipeline (step 07):
 //
 //   * WMMA → mma.sync.m16n8k16 in inline PTX, whose register layout is documented (mma.cuh
 //     draws who holds what). So the softmax runs on the S accumulators where the mma left
@@ -13,12 +14,14 @@
 //   * 32 query rows per warp instead of 16 (kernel_traits.cuh): each K/V fragment a warp
 //     loads now feeds two mmas, halving the K/V bytes read from shared memory per FLOP.
 //   * Fragments are loaded with ldmatrix from XOR-swizzled tiles: no bank conflicts and no
-//     padding (kernel_traits.cuh).
+//     padding (kernel_traits.cuh); step 06's plain tiles cost 8-way conflicts.
 //   * K and V are copied with cp.async into kStages buffers: tile j+1 (and j+2 with three
 //     stages) is in flight while tile j is computed, with one barrier per tile
-//     (flash_fwd_kernel.cuh); step 05 waited for each tile.
+//     (flash_fwd_kernel.cuh); step 06 waited for each tile, between two barriers.
 //   * The rescale of O can be skipped for the (many) tiles that raise no row's max
 //     (online_softmax.cuh); measured, that pays only in one of the three configurations.
+//   * The tiles are measured, not argued: one configuration per head dim and mask, the
+//     fastest that bin/variants_07 finds (FwdConfig in kernel_traits.cuh).
 //   * As before: causal blocks skip the tiles above the diagonal and mask only the tiles
 //     that cross it (mask.cuh); the softmax scale is folded into exp2.
 //
@@ -56,7 +59,7 @@
 //   online_softmax.cuh      running max / sum / rescale / finalize on accumulator fragments
 //   flash_fwd_kernel.cuh    the kernel and its launch
 //   flash_fwd_d*_*.cu       one instantiation per (head dim, dtype)
-//   flash_attention_2.cu    this file: dispatch, device limits, registration
+//   api.cu                  this file: dispatch, device limits, registration
 //
 // Not yet: fp32 (use step 04) and head dims other than 64 and 128; no backward pass. The
 // Hopper-only machinery of FlashAttention-3 — wgmma, TMA, warp specialisation, overlapping
@@ -180,9 +183,9 @@ void run(const Problem& prob, const DeviceTensors& t, void* /*workspace*/, cudaS
 
 StepInfo info() {
   StepInfo s;
-  s.number = 6;
+  s.number = 7;
   s.name = kStepName;
-  s.lesson = "FlashAttention-2: mma.sync tensor cores, scores in registers, cp.async pipeline";
+  s.lesson = "FlashAttention-2's memory pipeline: cp.async stages, swizzled tiles, measured tiles";
   s.dtypes = {DType::F16, DType::BF16};
   s.head_dims = {64, 128};
   s.max_head_dim = 128;

@@ -1,0 +1,9 @@
+// flash_fwd_d64_bf16.cu — the kernels for head dim 64 in bf16, causal and not.
+// One file per (head dim, dtype): the four instantiations compile in parallel, and editing
+// the launcher (api.cu) recompiles none of them. The kernel is in
+// flash_fwd_kernel.cuh, its tiles in kernel_traits.cuh (FwdConfig<64, ·>).
+#include "flash_fwd_kernel.cuh"
+
+namespace fa::step06 {
+template void run_flash_fwd<64, __nv_bfloat16>(const FwdParams&, cudaStream_t);
+}  // namespace fa::step06
