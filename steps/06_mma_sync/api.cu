@@ -13,8 +13,8 @@
 //     memory (40% of its shared-memory bytes at d = 64) disappears.
 //   * 32 query rows per warp instead of 16 (kernel_traits.cuh): each K/V fragment a warp
 //     loads now feeds two mmas, halving the K/V bytes read from shared memory per FLOP.
-//   * Fragments are loaded with ldmatrix (ldmatrix.trans for V) from plain row-major tiles:
-//     8-way bank conflicts (kernel_traits.cuh), which step 07 measures and removes.
+//   * Fragments are loaded with ldmatrix (ldmatrix.trans for V) from row-major tiles padded
+//     by 16 bytes per row, as step 05's were: no bank conflicts (kernel_traits.cuh).
 //   * The memory side stays simple: every thread copies its share of a K/V tile with 16-byte
 //     loads and stores, between two barriers, and only then do the warps compute on it.
 //   * As before: causal blocks skip the tiles above the diagonal and mask only the tiles
@@ -33,10 +33,10 @@
 // The kernels (kernel_traits.cuh says why these tiles; CUDA 13, -Xptxas -v):
 //
 //   d    mask        tile (rows × keys)  warps  smem   registers  spills
-//   64   non-causal  128 × 64            4      32 KB  211        none
-//   64   causal      128 × 64            4      32 KB  214        none
-//   128  non-causal  128 × 32            4      48 KB  235        none
-//   128  causal      128 × 32            4      48 KB  238        none
+//   64   non-causal  128 × 64            4      36 KB  211        none
+//   64   causal      128 × 64            4      36 KB  214        none
+//   128  non-causal  128 × 32            4      51 KB  234        none
+//   128  causal      128 × 32            4      51 KB  235        none
 //
 // 2 CTAs per SM. Both fp16 and bf16 compile to the same counts.
 //
@@ -57,7 +57,7 @@
 //   api.cu                  this file: dispatch, device limits, registration
 //
 // Not yet (step 07): the memory pipeline — cp.async copies of the next K/V tiles in flight
-// while one is computed, one barrier per tile, XOR-swizzled tiles without bank conflicts,
+// while one is computed, one barrier per tile, XOR-swizzled tiles instead of padded ones,
 // skipping the rescale of O when no max moved, and tiles measured per head dim and mask.
 // Not yet: fp32 (use step 04) and head dims other than 64 and 128; no backward pass. The
 // Hopper-only machinery of FlashAttention-3 — wgmma, TMA, warp specialisation, overlapping

@@ -1,8 +1,8 @@
 // kernel_traits.cuh — step 06's tile configuration, its shared-memory layout, the kernel's
 // parameters, and the one function each instantiation file provides.
 //
-// Not yet (step 07): the XOR swizzle that frees ldmatrix of bank conflicts, K/V buffers in
-// stages, and tiles measured per head dim and mask rather than argued.
+// Not yet (step 07): the XOR swizzle that frees ldmatrix of bank conflicts without padding,
+// K/V buffers in stages, and tiles measured per head dim and mask rather than argued.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -104,9 +104,10 @@ struct KernelTraits {
   static constexpr int kKStepsS = kHeadDim / 16;         // k16 steps of S = Q Kᵀ (over d)
   static constexpr int kKStepsO = kBlockN / 16;          // k16 steps of O += P V (over keys)
 
-  // Shared memory. Every tile is [rows][kHeadDim] Elements, row-major, in 16-byte chunks.
-  static constexpr int kChunksPerRow = kHeadDim * 2 / 16;  // 16-byte chunks per row
-  static constexpr int kRowBytes = kHeadDim * 2;
+  // Shared memory. Every tile is [rows][kHeadDim] Elements, row-major, in 16-byte chunks,
+  // each row padded by one chunk (see "The layout" below).
+  static constexpr int kChunksPerRow = kHeadDim * 2 / 16;        // 16-byte chunks per row
+  static constexpr int kRowBytes = kHeadDim * 2 + 16;            // a row and its padding chunk
   static constexpr int kQBytes = kBlockM * kRowBytes;            // sQ [kBlockM][kHeadDim]
   static constexpr int kKVTileBytes = kBlockN * kRowBytes;       // one K or V tile
   static constexpr int kSmemBytes = kQBytes + 2 * kKVTileBytes;  // Q, K, V
@@ -121,19 +122,21 @@ struct KernelTraits {
   // The layout
   //
   // A row of a tile is kChunksPerRow 16-byte chunks: 8 at d = 64 (128 bytes, exactly the 32
-  // banks), 16 at d = 128. Stored plainly, chunk c of every row starts at the same bank, and
-  // an ldmatrix phase (8 lanes reading the SAME chunk column of 8 consecutive rows, see
-  // mma.cuh) hits one group of four banks 8 times: an 8-way conflict, 8 wavefronts instead of 1.
-  // The shared-memory budget above assumed one: this step reads its fragments at up to an
-  // eighth of that rate, and that, not the tensor cores, bounds it. Step 07 permutes the
-  // chunks of each row (a swizzle) so that the 8 rows of a phase fall in 8 different banks.
-  // The copies into the tile (8 lanes = 8 chunks of one row) and the epilogue's 16-byte
-  // reads are conflict-free either way.
+  // banks), 16 at d = 128. Stored plainly, chunk c of every row would start at the same bank,
+  // and an ldmatrix phase (8 lanes reading the SAME chunk column of 8 consecutive rows, see
+  // mma.cuh) would hit one group of four banks 8 times: an 8-way conflict, 8 wavefronts
+  // instead of 1. Step 05's answer still works here: pad every row by one 16-byte chunk. Row r
+  // then starts r·16 bytes further round the banks than a plain row would, so the 8 rows of a
+  // phase fall in 8 different groups of four banks. The copies into the tile (8 lanes = 128
+  // contiguous bytes of one row) and the epilogue's 4-byte writes (rows g = 0 … 7, 4 bytes at
+  // 4t: banks 4g + t) are conflict-free too. The price is one chunk in every 9 (d = 64) or 17
+  // (d = 128) of the shared memory; step 07 gets the same effect without it (a swizzle).
   // -------------------------------------------------------------------------------------------
-  /// \brief Byte offset of chunk `chunk` (16 bytes) of row `row` inside a tile: row-major.
+  /// \brief Byte offset of chunk `chunk` (16 bytes) of row `row` inside a tile: row-major,
+  /// kRowBytes (padding included) per row.
   /// (A k step moves two chunks along the row: + 32 bytes, see the kernel.)
   __device__ static constexpr uint32_t offset(int row, int chunk) {
-    return static_cast<uint32_t>((row * kChunksPerRow + chunk) * 16);
+    return static_cast<uint32_t>(row * kRowBytes + chunk * 16);
   }
 };
 
@@ -141,11 +144,11 @@ struct KernelTraits {
 template <int kHeadDim, class Element>
 struct FwdConfig;
 template <class Element>
-struct FwdConfig<64, Element> {  // 128 × 64: 32 KB smem
+struct FwdConfig<64, Element> {  // 128 × 64: 36 KB smem
   using Traits = KernelTraits<64, 128, 64, 4, Element>;
 };
 template <class Element>
-struct FwdConfig<128, Element> {  // 128 × 32: 48 KB smem
+struct FwdConfig<128, Element> {  // 128 × 32: 51 KB smem
   using Traits = KernelTraits<128, 128, 32, 4, Element>;
 };
 

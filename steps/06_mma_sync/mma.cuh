@@ -89,8 +89,8 @@ __device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
 //
 // One x4 instruction moves 512 bytes for the whole warp. Each 8-lane phase reads 8 rows of
 // 16 bytes; those 8 rows must fall in 8 different groups of four banks or the phase is
-// replayed. In this step's plain row-major tiles they do not (kernel_traits.cuh counts the
-// cost); step 07 swizzles the tiles to remove the replays.
+// replayed. This step pads every tile row by 16 bytes so that they do (kernel_traits.cuh);
+// step 07 swizzles the tiles instead.
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

@@ -32,7 +32,7 @@
 
 namespace fa::step06 {
 
-/// \brief Copies rows [0, kRows) of a tile in global memory into a plain row-major
+/// \brief Copies rows [0, kRows) of a tile in global memory into a padded row-major
 /// [kRows][kHeadDim] tile in shared memory; rows at and past `valid_rows` become zeros.
 /// Every load is issued before the first store, so the thread waits for memory once per
 /// tile, not once per row. A barrier before other threads read the tile.
