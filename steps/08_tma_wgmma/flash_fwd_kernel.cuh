@@ -170,6 +170,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       wgmma_ss<Element, kBlockN>(s, desc_q, desc_k, ks > 0 ? 1 : 0);  // ks = 0: S = Q·K
     }
     wgmma_commit_group();
+    fence_operands(s);
 
     // While the tensor cores work: the producer refills the stage visit it − 1 used. Every
     // thread arrived on its empty barrier after its last wgmma on it (below), so once the
@@ -203,6 +204,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     mbarrier_wait(bar_full_v(stage), phase);
 #pragma unroll
     for (int db = 0; db < kDBlocks; ++db) fence_operands(acc_o[db]);
+#pragma unroll
+    for (int kk = 0; kk < kKStepsO; ++kk) fence_operands(pa[kk]);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kKStepsO; ++kk) {
@@ -213,6 +216,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
     wgmma_commit_group();
+#pragma unroll
+    for (int kk = 0; kk < kKStepsO; ++kk) fence_operands(pa[kk]);  // live until the wait
     wgmma_wait_group<0>();
 #pragma unroll
     for (int db = 0; db < kDBlocks; ++db) fence_operands(acc_o[db]);
@@ -243,7 +248,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   Element* o_head = static_cast<Element*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
   constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks of a row of O
 #pragma unroll
-  for (int i = lane; i < 16 * kChunksPerRow; i += 32) {
+  for (int pass = 0; pass < 16 * kChunksPerRow / 32; ++pass) {
+    const int i = 32 * pass + lane;  // consecutive lanes, consecutive chunks of a row
     const int row = row_base + i / kChunksPerRow, chunk = i % kChunksPerRow;
     const uint4 v = ld_shared_v4(sQ + (chunk / 8) * kBlockM * 128 + row * 128 +
                                  (((chunk % 8) ^ (row % 8)) * 16));

@@ -266,6 +266,12 @@ __device__ __forceinline__ void fence_operands(float (&r)[kN]) {
 #pragma unroll
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+/// \brief The same for A fragments held in registers (P).
+template <int kN>
+__device__ __forceinline__ void fence_operands(uint32_t (&r)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
 
 // The instructions, one operand list per shape (N = 64 and 128 columns). TYPES is the
 // ".bf16.bf16" or ".f16.f16" of the inputs. Operands:
