@@ -65,20 +65,23 @@ struct TensorMaps {
 //     S and V (32 KB) for O, 80 KB per 1024 clocks = 80 B/clock, under the 128 B/clock of
 //     shared memory (P comes from registers). With two warpgroups K and V are read twice,
 //     once per warpgroup: 160 KB per 2048 clocks, still 80 B/clock.
-//   * the softmax: 64·128 scores per warpgroup = 64 per thread, each an FFMA, a MUFU.EX2, a
-//     max and an add, plus the rescale of 64 O registers and the cvt of P: ~450 instructions
-//     per thread, ~4 · 450 = 1800 warp-instructions per warpgroup per tile on an SM that
-//     issues 4 per clock: ~450 clocks, NOT overlapped with the wgmmas in this step (each
-//     warpgroup waits for its S before the softmax and for its O before the next tile).
-//     Two warpgroups on the SM overlap one's softmax with the other's wgmmas only by
-//     chance.
-//   Prediction: tensor-core time 1024 + softmax ~450 + waits ~100 clocks per tile and
-//   warpgroup, ~65% of the peak for one warpgroup; with two sharing the SM, 60–75% of the
-//   tensor cores busy: ~450–550 TFLOP/s at d = 128, N = 4096 non-causal (~1.5× step 07), less
-//   at d = 64 (half the FLOPs per score, the same softmax: ~350–450). FlashAttention-3
-//   reaches more by overlapping the softmax of one tile with the wgmmas of the next
-//   (ping-pong between warpgroups, intra-warpgroup pipelining) and by a dedicated producer
-//   warp — the following steps.
+//   * the softmax: 64·128 = 8192 scores per warpgroup, 64 per thread, each an FFMA, a
+//     MUFU.EX2, a max and an add, plus the rescale of 64 O registers and the cvt of P: ~400
+//     instructions per thread, 1600 warp-instructions per warpgroup (~400 issue clocks of
+//     the SM's 4 schedulers). The exponentials bind first: the SM's MUFU units do 16 per
+//     clock, so 8192 of them take 512 clocks, half the tensor-core time of the tile (at
+//     d = 64, where the wgmmas take 512 clocks, as long as it). In this step a warpgroup
+//     does not overlap its own softmax with its own wgmmas (it waits for S before the
+//     softmax and for O before the next tile); the warpgroups of the SM overlap one's
+//     softmax with another's wgmmas only as the scheduling falls.
+//   Prediction, d = 128: 1024 tensor clocks + 512 softmax + ~100 of waits per tile and
+//   warpgroup; one warpgroup alone would keep the tensor cores ~60% busy, two share them and
+//   fill some of each other's gaps: 60–75% of the peak, and since the practical peak is
+//   cuBLAS's 785, ~450–550 TFLOP/s at N = 4096 non-causal (~1.5× step 07's 335). d = 64:
+//   512 + 512 + ~100 clocks, three warpgroups: ~350–450 TFLOP/s. FlashAttention-3 gets
+//   further by overlapping the softmax of one tile with the wgmmas of another on purpose
+//   (ping-pong scheduling between warpgroups, pipelining inside a warpgroup) and by a
+//   producer warp of its own — the following steps.
 //
 // Registers per thread (the accumulators are fp32, one register each):
 //   S: 64·kBlockN/128 = kBlockN/2;  O: 64·d/128 = d/2;  P: kBlockN/4 (16-bit pairs)
