@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // O goes out through this warp's own 16 rows of sQ (same swizzled layout as the Q tile),
   // so that every global store is 16 contiguous bytes. The warpgroup barrier: every wgmma of
   // the warpgroup, the readers of these rows, is complete before any warp overwrites them.
-  warpgroup_barrier(1 + wg);
+  warpgroup_barrier(wg);
   const int row_base = 64 * wg + 16 * warp;  // this warp's first row in the block
 #pragma unroll
   for (int db = 0; db < kDBlocks; ++db)

@@ -75,10 +75,21 @@ __device__ __forceinline__ uint32_t pack_pair(float lo, float hi) {
   }
 }
 
-/// \brief Synchronises the 128 threads of one warpgroup only (named barrier `id`, 1 … 15;
-/// 0 is __syncthreads' own).
-__device__ __forceinline__ void warpgroup_barrier(int id) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
+/// \brief Synchronises the 128 threads of warpgroup `wg` (0, 1 or 2) only, on named barrier
+/// 1 + wg (0 is __syncthreads' own). The ids are immediates so that ptxas reserves just these
+/// barriers, not all 16 as a register id would make it.
+__device__ __forceinline__ void warpgroup_barrier(int wg) {
+  switch (wg) {
+    case 0:
+      asm volatile("bar.sync 1, 128;\n" ::: "memory");
+      break;
+    case 1:
+      asm volatile("bar.sync 2, 128;\n" ::: "memory");
+      break;
+    default:
+      asm volatile("bar.sync 3, 128;\n" ::: "memory");
+      break;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -134,7 +134,7 @@ struct KernelTraits {
 
   static_assert(sizeof(Element) == 2, "16-bit elements only");
   static_assert(kBlockM % 64 == 0 && kNumWarpgroups >= 1 && kNumWarpgroups <= 3,
-                "one warpgroup per 64 rows, at most 3 (384 threads)");
+                "one warpgroup per 64 rows, at most 3 (384 threads; named barriers 1-3)");
   static_assert(kHeadDim % 64 == 0, "whole 128-byte column blocks");
   static_assert(kBlockN == 64 || kBlockN == 128, "S is one wgmma of N = kBlockN (64 or 128)");
   static_assert(kBlockM <= 256 && kBlockN <= 256, "a TMA box is at most 256 rows");
