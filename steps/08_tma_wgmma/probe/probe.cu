@@ -1,13 +1,14 @@
 // probe.cu — step 08's building blocks checked one at a time on a single tile, below the
 // whole kernel: if the shared suite (test_08_tma_wgmma) fails, this says which layer broke.
 //
-// One CTA, one warpgroup, one 64-row tile of Q, K and V (head 1 of 2, so the head coordinate
-// counts; N_kv = 50, so rows 50 … 63 of K and V come from TMA's zero fill):
+// One CTA, one warpgroup, 64 query rows and one 128-key tile of K and V — the shapes of the
+// kernel's wgmmas (head 1 of 2, so the head coordinate counts; N_kv = 100, so keys 100 … 127
+// come from TMA's zero fill):
 //   1. TMA (tensor maps from api.cu, 128-byte swizzle) + mbarrier expect_tx / wait
-//   2. S = Q Kᵀ with wgmma, A and B from shared memory (K-major descriptors), the
-//      accumulator layout read back through the same indexing the kernel uses
-//   3. O = P V with P = S rounded to 16 bits from registers (the A-fragment conversion) and
-//      V through the transposed (MN-major) descriptor
+//   2. S = Q Kᵀ with wgmma m64n128k16, A and B from shared memory (K-major descriptors),
+//      the accumulator layout read back through the same indexing the kernel uses
+//   3. O = P V with wgmma m64n64k16, P = S rounded to 16 bits from registers (the A-fragment
+//      conversion) and V through the transposed (MN-major) descriptor
 // Each is compared with a double-precision computation on the host, for fp16 and bf16,
 // d = 64 and 128, both layouts. Exit status: 0 all pass, 1 a failure, 77 no compute
 // capability 9.0 device (skipped).
@@ -31,8 +32,9 @@
 namespace fa::step08 {
 namespace {
 
-constexpr int kRows = 64;     // query rows = keys of the tile
-constexpr int kValidKv = 50;  // K, V rows past this are zero-filled by TMA
+constexpr int kRows = 64;      // query rows: one warpgroup
+constexpr int kKeys = 128;     // keys of the tile: S is one m64n128 wgmma per k step
+constexpr int kValidKv = 100;  // K, V rows past this are zero-filled by TMA
 constexpr int kHeads = 2, kHead = 1;
 
 template <int kD, class Element>
@@ -41,11 +43,11 @@ __global__ void __launch_bounds__(128, 1)
                  const __grid_constant__ CUtensorMap tma_k,
                  const __grid_constant__ CUtensorMap tma_v, bool heads_inner, float* s_out,
                  float* o_out) {
-  using Traits = KernelTraits<kD, kRows, kRows, 2, Element>;
-  constexpr int kTile = kRows * kD * 2;
+  using Traits = KernelTraits<kD, kRows, kKeys, 2, Element>;
+  constexpr int kQTile = kRows * kD * 2, kKVTile = kKeys * kD * 2;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const uint32_t sQ = base, sK = base + kTile, sV = base + 2 * kTile, bar = base + 3 * kTile;
+  const uint32_t sQ = base, sK = base + kQTile, sV = sK + kKVTile, bar = sV + kKVTile;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
 
   if (tid == 0) {
@@ -54,30 +56,30 @@ __global__ void __launch_bounds__(128, 1)
   }
   __syncthreads();
   if (tid == 0) {
-    mbarrier_arrive_expect_tx(bar, 3 * kTile);
+    mbarrier_arrive_expect_tx(bar, kQTile + 2 * kKVTile);
     load_tile<Traits, kRows>(sQ, &tma_q, bar, 0, kHead, 0, heads_inner);
-    load_tile<Traits, kRows>(sK, &tma_k, bar, 0, kHead, 0, heads_inner);
-    load_tile<Traits, kRows>(sV, &tma_v, bar, 0, kHead, 0, heads_inner);
+    load_tile<Traits, kKeys>(sK, &tma_k, bar, 0, kHead, 0, heads_inner);
+    load_tile<Traits, kKeys>(sV, &tma_v, bar, 0, kHead, 0, heads_inner);
   }
   mbarrier_wait(bar, 0);
 
-  float s[32];
+  float s[kKeys / 2];
   fence_operands(s);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kD / 16; ++ks)
-    wgmma_ss<Element, 64>(s, desc_k_major(sQ + (ks / 4) * kRows * 128 + (ks % 4) * 32),
-                          desc_k_major(sK + (ks / 4) * kRows * 128 + (ks % 4) * 32), ks > 0);
+    wgmma_ss<Element, kKeys>(s, desc_k_major(sQ + (ks / 4) * kRows * 128 + (ks % 4) * 32),
+                             desc_k_major(sK + (ks / 4) * kKeys * 128 + (ks % 4) * 32), ks > 0);
   wgmma_commit_group();
   wgmma_wait_group<0>();
   fence_operands(s);
 #pragma unroll
-  for (int i = 0; i < 32; ++i)  // s[4j + 2h + e]: row 16·warp + g + 8h, key 8j + 2t + e
-    s_out[(16 * warp + g + 8 * ((i % 4) / 2)) * kRows + 8 * (i / 4) + 2 * t + i % 2] = s[i];
+  for (int i = 0; i < kKeys / 2; ++i)  // s[4j + 2h + e]: row 16·warp + g + 8h, key 8j + 2t + e
+    s_out[(16 * warp + g + 8 * ((i % 4) / 2)) * kKeys + 8 * (i / 4) + 2 * t + i % 2] = s[i];
 
-  uint32_t pa[4][4];
+  uint32_t pa[kKeys / 16][4];
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
+  for (int kk = 0; kk < kKeys / 16; ++kk)
 #pragma unroll
     for (int r = 0; r < 4; ++r)
       pa[kk][r] = pack_pair<Element>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
@@ -90,11 +92,11 @@ __global__ void __launch_bounds__(128, 1)
   for (int db = 0; db < kD / 64; ++db) fence_operands(o[db]);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
+  for (int kk = 0; kk < kKeys / 16; ++kk)
 #pragma unroll
     for (int db = 0; db < kD / 64; ++db)
       wgmma_rs_n64_trans_b<Element>(o[db], pa[kk],
-                                    desc_mn_major(sV + db * kRows * 128 + kk * 16 * 128));
+                                    desc_mn_major(sV + db * kKeys * 128 + kk * 16 * 128));
   wgmma_commit_group();
   wgmma_wait_group<0>();
 #pragma unroll
@@ -147,7 +149,7 @@ bool probe(Layout layout) {
   CUDA_CHECK(cudaMalloc(&dq, q.size() * sizeof(Element)));
   CUDA_CHECK(cudaMalloc(&dk, k.size() * sizeof(Element)));
   CUDA_CHECK(cudaMalloc(&dv, v.size() * sizeof(Element)));
-  CUDA_CHECK(cudaMalloc(&ds, kRows * kRows * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&ds, kRows * kKeys * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&dout, kRows * kD * sizeof(float)));
   CUDA_CHECK(cudaMemcpy(dq, q.data(), q.size() * sizeof(Element), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(dk, k.data(), k.size() * sizeof(Element), cudaMemcpyHostToDevice));
@@ -156,13 +158,13 @@ bool probe(Layout layout) {
   t.q = dq;
   t.k = dk;
   t.v = dv;
-  const TensorMaps maps = make_tensor_maps(p, t, kRows, kRows);
-  const int smem = 3 * kRows * kD * 2 + 8 + 1024;
+  const TensorMaps maps = make_tensor_maps(p, t, kRows, kKeys);
+  const int smem = (kRows + 2 * kKeys) * kD * 2 + 8 + 1024;
   const auto kernel = probe_kernel<kD, Element>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   kernel<<<1, 128, smem>>>(maps.q, maps.k, maps.v, layout == Layout::BNHD, ds, dout);
   CUDA_CHECK_LAUNCH();
-  std::vector<float> s(kRows * kRows), o(kRows * kD);
+  std::vector<float> s(kRows * kKeys), o(kRows * kD);
   CUDA_CHECK(cudaMemcpy(s.data(), ds, s.size() * sizeof(float), cudaMemcpyDeviceToHost));
   CUDA_CHECK(cudaMemcpy(o.data(), dout, o.size() * sizeof(float), cudaMemcpyDeviceToHost));
   for (void* ptr : {static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv),
@@ -173,11 +175,11 @@ bool probe(Layout layout) {
   // kernel's own S rounded to Element, so that a wrong S does not hide a right P V.
   double s_err = 0, s_max = 0, o_err = 0, o_max = 0;
   for (int i = 0; i < kRows; ++i)
-    for (int j = 0; j < kRows; ++j) {
+    for (int j = 0; j < kKeys; ++j) {
       double ref = 0;
       if (j < kValidKv)
         for (int c = 0; c < kD; ++c) ref += at(q, qs, i, c) * at(k, kvs, j, c);
-      s_err = std::fmax(s_err, std::fabs(s[i * kRows + j] - ref));
+      s_err = std::fmax(s_err, std::fabs(s[i * kKeys + j] - ref));
       s_max = std::fmax(s_max, std::fabs(ref));
     }
   for (int i = 0; i < kRows; ++i)
@@ -185,7 +187,7 @@ bool probe(Layout layout) {
       double ref = 0;
       for (int j = 0; j < kValidKv; ++j)
         ref +=
-            static_cast<double>(to_float(from_float<Element>(s[i * kRows + j]))) * at(v, kvs, j, c);
+            static_cast<double>(to_float(from_float<Element>(s[i * kKeys + j]))) * at(v, kvs, j, c);
       o_err = std::fmax(o_err, std::fabs(o[i * kD + c] - ref));
       o_max = std::fmax(o_max, std::fabs(ref));
     }
