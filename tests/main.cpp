@@ -1,8 +1,9 @@
 // main.cpp — the one main() of every test program, for Catch2 3.x and 2.13 alike.
 //
 // GPU test programs (built with FA_GPU_TESTS) first look for a usable CUDA device. Without
-// one they print why and exit with 77, which ctest reports as "skipped" — a GPU test that
-// did not run must never be counted as passed.
+// one — or when the device is one their step refuses outright (step 08 runs on compute
+// capability 9.0 only) — they print why and exit with 77, which ctest reports as "skipped":
+// a GPU test that did not run must never be counted as passed.
 #if __has_include(<catch2/catch_session.hpp>)
 #include <catch2/catch_session.hpp>
 #else
@@ -11,16 +12,46 @@
 #endif
 
 #ifdef FA_GPU_TESTS
+#include <cuda_runtime_api.h>
+
 #include <cstdio>
 #include <string>
 
 #include "common/launch.h"
+
+namespace {
+
+/// \brief "" when some step this program tests can run on the current device; otherwise why
+/// the first cannot: its check_device refuses even the smallest problem it supports (step 08,
+/// sm_90a code, on a GPU other than compute capability 9.0). Programs without steps: "".
+std::string no_step_runs_here() {
+  if (fa::steps().empty()) return {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return {};  // run_step will report the error
+  const fa::DeviceLimits limits = fa::device_limits(device);
+  std::string first_reason;
+  for (const fa::StepInfo* s : fa::steps()) {
+    fa::Problem p;
+    p.dtype = s->dtypes.front();
+    if (!s->head_dims.empty()) p.head_dim = s->head_dims.front();
+    const std::string why = s->check_device ? s->check_device(p, limits) : std::string();
+    if (why.empty()) return {};
+    if (first_reason.empty()) first_reason = why;
+  }
+  return first_reason;
+}
+
+}  // namespace
 #endif
 
 int main(int argc, char** argv) {
 #ifdef FA_GPU_TESTS
   if (const std::string why = fa::no_usable_device(); !why.empty()) {
     std::printf("SKIPPED: no usable CUDA device (%s); GPU tests were not run\n", why.c_str());
+    return 77;
+  }
+  if (const std::string why = no_step_runs_here(); !why.empty()) {
+    std::printf("SKIPPED: %s; GPU tests were not run\n", why.c_str());
     return 77;
   }
 #endif
