@@ -48,7 +48,7 @@ TOUR = [
     ("--no-such-option", r"--no-such-option"),
 ]
 TOUR_ALL_STEPS = TOUR + [
-    ("--step 8", r"--step: 8 is not a registered step; known: 01_naive_attention"),
+    ("--step 42", r"--step: 42 is not a registered step; known: 01_naive_attention"),
     ("--step 04 --d 48", r"--step \(04\) cannot run this problem: head_dim \(48\) is not "
                          r"supported by step 04_flash_attention \(supported: 16 32 64 128\)"),
     ("--step 05 --dtype fp32", r"--step \(05\) cannot run this problem: dtype \(fp32\) is not "

@@ -14,7 +14,7 @@
 //   * 32 query rows per warp instead of 16 (kernel_traits.cuh): each K/V fragment a warp
 //     loads now feeds two mmas, halving the K/V bytes read from shared memory per FLOP.
 //   * Fragments are loaded with ldmatrix from XOR-swizzled tiles: no bank conflicts and no
-//     padding (kernel_traits.cuh); step 06's plain tiles cost 8-way conflicts.
+//     padding (kernel_traits.cuh); step 06 padded every row by 16 bytes instead.
 //   * K and V are copied with cp.async into kStages buffers: tile j+1 (and j+2 with three
 //     stages) is in flight while tile j is computed, with one barrier per tile
 //     (flash_fwd_kernel.cuh); step 06 waited for each tile, between two barriers.

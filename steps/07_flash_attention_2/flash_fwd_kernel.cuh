@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocksPerSm)
   // chunk c + 2j = c ^ 2j instead, and since the swizzle is itself an XOR,
   //     swizzle(row, c ^ 2j) = swizzle(row, c) ^ 32·j     (kernel_traits.cuh)
   // — one XOR with a constant per k step, no per-step swizzle arithmetic. (Step 06's
-  // `+ 32·j` on its plain tiles is the same number there; on a swizzled tile only the XOR is.)
+  // `+ 32·j` on its padded tiles is the same number there; on a swizzled tile only the XOR is.)
   const uint32_t q_lane = Traits::swizzle(warp * kWarpRows + lane % 16, lane / 16);
   const uint32_t k_lane = Traits::swizzle(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
   const uint32_t v_lane = Traits::swizzle(lane % 16, lane / 16);

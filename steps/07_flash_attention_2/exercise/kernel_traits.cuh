@@ -138,6 +138,8 @@ struct KernelTraits {
   // banks), 16 at d = 128. Stored plainly, chunk c of every row starts at the same bank, and
   // an ldmatrix phase (8 lanes reading the SAME chunk column of 8 consecutive rows, see
   // mma.cuh) hits one group of four banks 8 times: an 8-way conflict, 8 wavefronts instead of 1.
+  // Step 06 padded every row by one chunk. That costs a chunk in 9 or 17 of the shared memory,
+  // which two K/V stages feel, and it breaks the tiles' power-of-two sizes.
   //
   // Instead chunk c of row r is stored at chunk position  c ^ (r % 8)  of its row: XOR with
   // the row's low 3 bits permutes each group of 8 chunks differently for each of 8 rows.
