@@ -56,6 +56,8 @@ done
 [ -n "${dtypes//,/}" ] || fa_usage_error "--dtypes ('$dtypes') names no dtype"
 build=${FA_BUILD_DIR:-build-gpu}
 mkdir -p "$logs" docs/results
+# The results step reads every bench-*.json and peers.json in $logs: only this run's may be there.
+rm -f "$logs"/bench-*.json "$logs"/peers.json
 py=python3
 step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 

@@ -130,7 +130,7 @@ TOUR_FIGURES = {
     "matrix": (r"one N×N fp32 matrix (\S+ \S+)(?:;|$)", Text),
     "fewest": (r"the fewest bytes any pass must move:? (?:fp32 )?(\S+ \S+)(?:;| bf16|$)", Text),
     "gpu_mem": (r"^GPU: .*, ([\d.]+ [KMGT]iB)\)$", Text),
-    "free_mem": (r"free memory \(([\d.]+ [KMGT]iB)\)", Text),
+    "free_mem": (r"free memory \(([\d.]+ [KMGT]iB)[,)]", Text),
 }
 SPLIT = re.compile(r"\s{2,}")
 
