@@ -21,7 +21,8 @@ import subprocess
 import sys
 
 # The instructions the chapters count, by SASS opcode (the name before the first dot).
-OPCODES = ["HMMA", "LDSM", "LDGSTS", "LDG", "STG", "LDS", "STS", "BAR", "SHFL", "MUFU", "FFMA"]
+OPCODES = ["HMMA", "HGMMA", "LDSM", "LDGSTS", "UTMALDG", "SYNCS", "LDG", "STG", "LDS", "STS", "BAR", "SHFL",
+           "MUFU", "FFMA"]
 
 
 def run(cmd):
@@ -112,7 +113,8 @@ def main():
     out = [f"# The steps' kernels as compiled ({args.meta})" if args.meta else
            "# The steps' kernels as compiled", "",
            "One row per kernel: `cuobjdump --dump-resource-usage` (registers per thread, stack "
-           "frame in bytes per thread, where spilled registers live; static shared memory) and "
+           "frame in bytes per thread, where spilled registers live; static shared memory, which on "
+           "sm_90 includes 1 KB the system reserves in every block) and "
            "the number of each SASS instruction in `cuobjdump -sass` (static counts, not "
            "executions). Written by `scripts/kernel_report.py`.", "",
            "| kernel | registers | stack (B) | static smem (B) | " + " | ".join(OPCODES) + " |",
