@@ -53,6 +53,10 @@ def short_name(demangled):
             name = name[:i]
             break
     name = name.replace("__nv_bfloat16", "bf16").replace("__half", "f16")
+    # cu++filt writes template arguments with casts: (bool)1, (int)128. Plain values, and
+    # [ ] for < >, so that a row can be named in a chapter's quoted-figure marker.
+    name = name.replace("(bool)1", "true").replace("(bool)0", "false").replace("(int)", "")
+    name = name.replace("<unnamed>::", "").replace("<", "[").replace(">", "]")
     name = re.sub(r"\s+", " ", name).strip()
     return name[5:] if name.startswith("void ") else name
 
