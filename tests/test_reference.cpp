@@ -5,16 +5,22 @@
 //   3. The CPU streaming model of the online softmax equals the reference for every tiling,
 //      for huge scores, for fully masked rows, and lets NaN through.
 //   4. The judge (compare.h) allows one output ulp for 16-bit outputs and no more.
+//   5. The backward reference equals finite differences of the forward's loss, the plain float
+//      backward agrees with it, and nothing crosses the causal mask.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "common/inputs.h"
 #include "common/problem.h"
 #include "reference/attention.h"
+#include "reference/backward.h"
 #include "reference/compare.h"
 #include "reference/streaming.h"
 #include "tests/catch.hpp"
@@ -45,6 +51,22 @@ Inputs random_inputs(const Problem& p, std::uint64_t seed, float mean = 0.f) {
 }
 
 using fa::make_problem;
+
+/// A problem's shape: B, H_q, H_kv, N_q, N_kv, d.
+struct Shape {
+  int batch, hq, hkv, nq, nkv, d;
+};
+
+/// The shapes on which the plain float oracles are checked against the double references.
+const Shape kOracleShapes[] = {
+    {1, 1, 1, 1, 1, 32},      // the smallest problem
+    {2, 2, 2, 1, 97, 64},     // one query row (decoding)
+    {1, 2, 2, 97, 1, 64},     // one key
+    {2, 3, 3, 65, 65, 32},    // N one past a power of two
+    {1, 4, 2, 50, 130, 64},   // GQA, N_q < N_kv
+    {1, 4, 1, 130, 50, 128},  // MQA, N_q > N_kv: rows that see no key when causal
+    {1, 2, 1, 257, 257, 64},  // larger, odd N
+};
 
 /// Q and K of integers in [-100, 100] (V stays normal): with d = 64 and scale 1/8 every score
 /// is exact in float and reaches ~1e4, far past where exp() overflows without the max.
@@ -109,20 +131,8 @@ Streamed stream(const Problem& p, const Inputs& in, fa::ref::StreamingOptions op
 TEST_CASE("reference matches the plain float loops on random inputs", "[cpu][reference]") {
   const bool causal = GENERATE(false, true);
   const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
-  struct Shape {
-    int batch, hq, hkv, nq, nkv, d;
-  };
-  const Shape shapes[] = {
-      {1, 1, 1, 1, 1, 32},      // the smallest problem
-      {2, 2, 2, 1, 97, 64},     // one query row (decoding)
-      {1, 2, 2, 97, 1, 64},     // one key
-      {2, 3, 3, 65, 65, 32},    // N one past a power of two
-      {1, 4, 2, 50, 130, 64},   // GQA, N_q < N_kv
-      {1, 4, 1, 130, 50, 128},  // MQA, N_q > N_kv: rows that see no key when causal
-      {1, 2, 1, 257, 257, 64},  // larger, odd N
-  };
   std::uint64_t seed = 100 + (causal ? 10 : 0) + (layout == Layout::BHND ? 1 : 0);
-  for (const Shape& sh : shapes) {
+  for (const Shape& sh : kOracleShapes) {
     const Problem p = make_problem(sh.batch, sh.hq, sh.hkv, sh.nq, sh.nkv, sh.d, causal, layout);
     seed = seed * 31 + 7;
     const float mean = (seed % 2) ? 0.5f : 0.f;  // half the shapes get mean-shifted inputs
@@ -287,9 +297,6 @@ TEST_CASE("hand-checked: GQA groups consecutive query heads", "[cpu][reference]"
 TEST_CASE("streaming model equals the reference for every tiling", "[cpu][streaming]") {
   const bool causal = GENERATE(false, true);
   const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
-  struct Shape {
-    int batch, hq, hkv, nq, nkv, d;
-  };
   const Shape shapes[] = {
       {1, 1, 1, 1, 1, 32},      // N = 1
       {1, 2, 1, 1, 150, 64},    // one query row against many keys, MQA
@@ -503,4 +510,317 @@ TEST_CASE("score rounding: negligible for ordinary scores, ~1e-2 for scores of 1
   CHECK(huge > 5e-4);
   CHECK(huge < 2e-2);
   CHECK(std::abs(huge / ordinary / 2500 - 1) < 1e-6);  // linear in |q|·|k|
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. The backward reference
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+/// Q, K, V and dO of multiples of 1/64 in [-2, 2]: x ± 2⁻¹² is then exact in float, so a
+/// finite difference moves an input by exactly the step it divides by.
+struct GridInputs {
+  Inputs in;
+  std::vector<float> d_o;
+};
+GridInputs grid_inputs(const Problem& p, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> grid(-128, 128);
+  GridInputs g{random_inputs(p, seed), std::vector<float>(p.q_elems())};
+  for (auto* t : {&g.in.q, &g.in.k, &g.in.v, &g.d_o})
+    for (float& x : *t) x = grid(rng) / 64.f;
+  return g;
+}
+
+/// The loss whose gradients the backward computes: Σ dO ∘ O, O from the double reference.
+double loss(const Problem& p, const Inputs& in, const std::vector<float>& d_o) {
+  const auto r = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+  double sum = 0.0;
+  for (std::size_t i = 0; i < r.o.size(); ++i) sum += double(d_o[i]) * r.o[i];
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("backward reference equals central differences of the forward's loss",
+          "[cpu][backward]") {
+  // Every element of dQ, dK and dV against (loss(x + h) − loss(x − h)) / 2h, h = 2⁻¹².
+  // Its error: truncation h²/6 · |∂³loss/∂x³| ≈ 1e-8 · |∂³loss/∂x³| — with entries in
+  // [-2, 2], d ≤ 4 and scores of order 1 the third derivatives are of order 10, so ~1e-7 —
+  // plus rounding 2⁻⁵³ · |loss| / h ~ 1e-12. The bound 2e-6 · (1 + |g|) is ten times that
+  // (measured: at most 1.5e-7), while a lost scale, a missing D, a group not summed or a key
+  // crossing the mask moves a gradient by 1e-2 or more.
+  const bool causal = GENERATE(false, true);
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  struct Case {
+    Shape shape;
+    float scale;
+  };
+  const Case cases[] = {
+      {{1, 1, 1, 1, 1, 2}, 0.f},   // the smallest problem: dQ = dK = 0, dV = dO
+      {{1, 2, 2, 4, 4, 3}, 0.f},   // N_q = N_kv
+      {{1, 2, 1, 3, 5, 4}, 0.7f},  // MQA, N_q < N_kv, a scale of its own
+      {{2, 4, 2, 5, 3, 4}, 0.f},   // GQA, N_q > N_kv: causal rows 0 and 1 see no key
+      {{1, 3, 1, 2, 6, 2}, 1.3f},  // MQA, groups of three, one query row seeing few keys
+  };
+  const double h = std::ldexp(1.0, -12);
+  std::uint64_t seed = 500 + (causal ? 10 : 0) + (layout == Layout::BHND ? 1 : 0);
+  double worst = 0.0;
+  for (const Case& c : cases) {
+    const Shape& sh = c.shape;
+    Problem p = make_problem(sh.batch, sh.hq, sh.hkv, sh.nq, sh.nkv, sh.d, causal, layout);
+    p.scale = c.scale;
+    seed = seed * 31 + 7;
+    INFO(p.describe() << " scale " << p.softmax_scale());
+    CAPTURE(seed);
+    GridInputs g = grid_inputs(p, seed);
+    const auto grads =
+        fa::ref::attention_backward(p, g.in.q.data(), g.in.k.data(), g.in.v.data(), g.d_o.data());
+    const std::pair<std::vector<float>*, const std::vector<double>*> tensors[] = {
+        {&g.in.q, &grads.dq}, {&g.in.k, &grads.dk}, {&g.in.v, &grads.dv}};
+    const char* names[] = {"dQ", "dK", "dV"};
+    for (int t = 0; t < 3; ++t) {
+      std::vector<float>& x = *tensors[t].first;
+      const std::vector<double>& grad = *tensors[t].second;
+      REQUIRE(grad.size() == x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const float x0 = x[i];
+        x[i] = static_cast<float>(x0 + h);
+        const double up = loss(p, g.in, g.d_o);
+        x[i] = static_cast<float>(x0 - h);
+        const double down = loss(p, g.in, g.d_o);
+        x[i] = x0;
+        const double fd = (up - down) / (2 * h);
+        const double err = std::abs(fd - grad[i]);
+        worst = std::max(worst, err);
+        if (!(err <= 2e-6 * (1 + std::abs(grad[i])))) {  // a NaN gradient fails too
+          CAPTURE(names[t], i, fd, grad[i]);
+          FAIL_CHECK("gradient differs from the finite difference");
+        }
+      }
+    }
+  }
+  CAPTURE(worst);
+  CHECK(worst < 2e-6);
+}
+
+TEST_CASE("backward: D = rowsum(dO ∘ O), and a forward handed in gives the same gradients",
+          "[cpu][backward]") {
+  const Problem p = make_problem(2, 4, 2, 7, 9, 8, true, Layout::BHND);
+  const std::uint64_t seed = 610;
+  CAPTURE(seed);
+  const Inputs in = random_inputs(p, seed);
+  const Inputs dout = random_inputs(p, seed + 1);  // its q serves as dO
+  const auto fwd = fa::ref::attention(p, in.q.data(), in.k.data(), in.v.data());
+  const auto own =
+      fa::ref::attention_backward(p, in.q.data(), in.k.data(), in.v.data(), dout.q.data());
+  const auto given =
+      fa::ref::attention_backward(p, in.q.data(), in.k.data(), in.v.data(), dout.q.data(), &fwd);
+  CHECK(given.dq == own.dq);
+  CHECK(given.dk == own.dk);
+  CHECK(given.dv == own.dv);
+  CHECK(given.delta == own.delta);
+  double worst = 0.0;
+  for (int b = 0; b < p.batch; ++b)
+    for (int hq = 0; hq < p.heads_q; ++hq)
+      for (int i = 0; i < p.n_q; ++i) {
+        double sum = 0.0;
+        for (int t = 0; t < p.head_dim; ++t) {
+          const std::int64_t at = q_index(p, b, hq, i, t);
+          sum += double(dout.q[at]) * fwd.o[at];
+        }
+        const double d = own.delta[(std::int64_t{b} * p.heads_q + hq) * p.n_q + i];
+        worst = std::max(worst, std::abs(d - sum));
+      }
+  CHECK(worst < 1e-12);
+
+  // A forward of another problem's size is refused, naming the field and the size it needs.
+  auto message = [&](const fa::ref::Result& f) -> std::string {
+    try {
+      fa::ref::attention_backward(p, in.q.data(), in.k.data(), in.v.data(), dout.q.data(), &f);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(no exception)";
+  };
+  fa::ref::Result short_o = fwd, short_lse = fwd;
+  short_o.o.pop_back();
+  short_lse.lse.clear();
+  const std::string bad_o = message(short_o), bad_lse = message(short_lse);
+  CAPTURE(bad_o, bad_lse);
+  CHECK(bad_o.find("forward.o (" + std::to_string(p.q_elems() - 1) + " values)") !=
+        std::string::npos);
+  CHECK(bad_o.find(std::to_string(p.q_elems())) != std::string::npos);
+  CHECK(bad_lse.find("forward.lse (0 values)") != std::string::npos);
+  CHECK(message(fwd) == "(no exception)");
+  Problem bad = p;
+  bad.heads_kv = 3;  // 4 is not a multiple of 3
+  CHECK_THROWS_AS(
+      fa::ref::attention_backward(bad, in.q.data(), in.k.data(), in.v.data(), dout.q.data()),
+      std::invalid_argument);
+  CHECK_THROWS_AS(
+      fa::ref::attention_backward_plain(bad, in.q.data(), in.k.data(), in.v.data(), dout.q.data()),
+      std::invalid_argument);
+}
+
+TEST_CASE("hand-checked backward: one key, grouped heads", "[cpu][backward]") {
+  // With a single key every P is 1, so O = V, dP = dO · V = D and dS = 0: dQ = dK = 0, and
+  // dV is the sum of dO over every row of every query head of the group (H_q = 4, H_kv = 2:
+  // heads 0, 1 feed K/V head 0 and heads 2, 3 head 1).
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  const Problem p = make_problem(1, 4, 2, 3, 1, 4, false, layout);
+  const std::uint64_t seed = 620;
+  CAPTURE(seed);
+  const Inputs in = random_inputs(p, seed);
+  const Inputs dout = random_inputs(p, seed + 1);
+  const auto g =
+      fa::ref::attention_backward(p, in.q.data(), in.k.data(), in.v.data(), dout.q.data());
+  const auto plain =
+      fa::ref::attention_backward_plain(p, in.q.data(), in.k.data(), in.v.data(), dout.q.data());
+  for (double x : g.dq) CHECK(std::abs(x) < 1e-12);
+  for (double x : g.dk) CHECK(std::abs(x) < 1e-12);
+  const fa::Strides kvs = p.kv_strides();
+  for (int kv = 0; kv < p.heads_kv; ++kv)
+    for (int t = 0; t < p.head_dim; ++t) {
+      double sum = 0.0;
+      for (int hq = 2 * kv; hq < 2 * kv + 2; ++hq)
+        for (int i = 0; i < p.n_q; ++i) sum += dout.q[q_index(p, 0, hq, i, t)];
+      CAPTURE(kv, t);
+      CHECK(std::abs(g.dv[kv * kvs.head + t] - sum) < 1e-12);
+      CHECK(std::abs(plain.dv[kv * kvs.head + t] - sum) < 1e-5);
+    }
+}
+
+TEST_CASE("plain float backward matches the double backward", "[cpu][backward]") {
+  // fp32: float sums of up to ~260 terms, and dS = P ∘ (dP − D) subtracts numbers of
+  // similar size, so the relative error reaches 7e-7 (measured): 1e-5 leaves a margin of ten.
+  // fp16/bf16: P, dS and the gradients are rounded to 11 and 8 significant bits, a relative
+  // error of about one unit in their last place, 2⁻¹¹ ≈ 5e-4 and 2⁻⁸ ≈ 4e-3 (measured: 1.5e-3
+  // and 4.8e-3); the bounds 1e-2 and 3e-2 leave a margin of six or more.
+  const bool causal = GENERATE(false, true);
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  struct Precision {
+    fa::DType dtype;
+    double tol;
+  };
+  const Precision precisions[] = {
+      {fa::DType::F32, 1e-5}, {fa::DType::F16, 1e-2}, {fa::DType::BF16, 3e-2}};
+  std::uint64_t seed = 700 + (causal ? 10 : 0) + (layout == Layout::BHND ? 1 : 0);
+  for (const Shape& sh : kOracleShapes)
+    for (const Precision& pr : precisions) {
+      Problem p = make_problem(sh.batch, sh.hq, sh.hkv, sh.nq, sh.nkv, sh.d, causal, layout);
+      p.dtype = pr.dtype;
+      seed = seed * 31 + 7;
+      INFO(p.describe());
+      CAPTURE(seed);
+      fa::HostInputs in = fa::make_inputs(p, fa::Distribution::Normal, seed);
+      std::vector<float> d_o = fa::make_inputs(p, fa::Distribution::Normal, seed + 1).q;
+      const auto ref =
+          fa::ref::attention_backward(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
+      const auto plain =
+          fa::ref::attention_backward_plain(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
+      const double e_dq = rel_error(plain.dq, ref.dq), e_dk = rel_error(plain.dk, ref.dk);
+      const double e_dv = rel_error(plain.dv, ref.dv), e_d = rel_error(plain.delta, ref.delta);
+      CAPTURE(e_dq, e_dk, e_dv, e_d);
+      CHECK(e_dq < pr.tol);
+      CHECK(e_dk < pr.tol);
+      CHECK(e_dv < pr.tol);
+      CHECK(e_d < pr.tol);
+    }
+}
+
+TEST_CASE("backward: nothing crosses the causal mask", "[cpu][backward]") {
+  // Causal, N_q = 6, N_kv = 9: row i sees keys [0, i + 4). With dO = 0 on rows r and below,
+  // the rows that carry a gradient (i < r) see keys [0, r + 3) only, so keys r + 3 and on
+  // must get dK = dV = 0 exactly — while the keys those rows do see must not all be 0.
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  const Problem p = make_problem(1, 2, 1, 6, 9, 8, true, layout);
+  const int r = 3, hidden_from = p.kv_end(r - 1);
+  REQUIRE(hidden_from == r + 3);
+  const std::uint64_t seed = 810;
+  CAPTURE(seed);
+  Inputs in = random_inputs(p, seed);
+  std::vector<float> d_o = random_inputs(p, seed + 1).q;
+  for (int hq = 0; hq < p.heads_q; ++hq)
+    for (int i = r; i < p.n_q; ++i)
+      for (int t = 0; t < p.head_dim; ++t) d_o[q_index(p, 0, hq, i, t)] = 0.f;
+  const auto g = fa::ref::attention_backward(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
+  const auto plain =
+      fa::ref::attention_backward_plain(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
+  const fa::Strides kvs = p.kv_strides();
+  double seen = 0.0;
+  for (int j = 0; j < p.n_kv; ++j)
+    for (int t = 0; t < p.head_dim; ++t) {
+      const std::int64_t at = j * kvs.row + t;
+      if (j < hidden_from) {
+        seen = std::max({seen, std::abs(g.dk[at]), std::abs(g.dv[at])});
+        continue;
+      }
+      CAPTURE(j, t);
+      CHECK(g.dk[at] == 0.0);
+      CHECK(g.dv[at] == 0.0);
+      CHECK(plain.dk[at] == 0.f);
+      CHECK(plain.dv[at] == 0.f);
+    }
+  CHECK(seen > 1e-3);
+
+  // NaN in the keys rows 0 .. r − 1 cannot see leaves their dQ exactly as it was.
+  for (int j = hidden_from; j < p.n_kv; ++j)
+    for (int t = 0; t < p.head_dim; ++t) in.k[j * kvs.row + t] = in.v[j * kvs.row + t] = kNaN;
+  const auto gn = fa::ref::attention_backward(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
+  const auto pn =
+      fa::ref::attention_backward_plain(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
+  for (int hq = 0; hq < p.heads_q; ++hq)
+    for (int i = 0; i < p.n_q; ++i)
+      for (int t = 0; t < p.head_dim; ++t) {
+        const std::int64_t at = q_index(p, 0, hq, i, t);
+        CAPTURE(hq, i, t);
+        if (i < r) {
+          CHECK(gn.dq[at] == g.dq[at]);
+          CHECK(pn.dq[at] == plain.dq[at]);
+        } else {  // these rows see the NaN keys: it must show, not vanish
+          CHECK(std::isnan(gn.dq[at]));
+          CHECK(std::isnan(pn.dq[at]));
+        }
+      }
+}
+
+TEST_CASE("backward: a row that sees no key has zero gradients and its dO changes nothing",
+          "[cpu][backward]") {
+  // Causal, N_q = 5 > N_kv = 3: rows 0 and 1 see no key (O = 0, L = -inf). Their dQ and D
+  // are exactly 0, never NaN, and even a dO of 1e30 on them leaves dK and dV as they were.
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  const Problem p = make_problem(2, 2, 1, 5, 3, 16, true, layout);
+  REQUIRE(p.kv_end(1) == 0);
+  REQUIRE(p.kv_end(2) == 1);
+  const std::uint64_t seed = 820;
+  CAPTURE(seed);
+  const Inputs in = random_inputs(p, seed);
+  std::vector<float> d_o = random_inputs(p, seed + 1).q;
+  const auto g = fa::ref::attention_backward(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
+  const auto plain =
+      fa::ref::attention_backward_plain(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
+  for (int b = 0; b < p.batch; ++b)
+    for (int hq = 0; hq < p.heads_q; ++hq)
+      for (int i = 0; i < 2; ++i) {
+        const std::int64_t row = (std::int64_t{b} * p.heads_q + hq) * p.n_q + i;
+        CHECK(g.delta[row] == 0.0);
+        CHECK(plain.delta[row] == 0.f);
+        for (int t = 0; t < p.head_dim; ++t) {
+          const std::int64_t at = q_index(p, b, hq, i, t);
+          CHECK(g.dq[at] == 0.0);
+          CHECK(plain.dq[at] == 0.f);
+          d_o[at] = 1e30f;
+        }
+      }
+  const auto g2 = fa::ref::attention_backward(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
+  const auto plain2 =
+      fa::ref::attention_backward_plain(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
+  CHECK(g2.dk == g.dk);
+  CHECK(g2.dv == g.dv);
+  CHECK(g2.dq == g.dq);
+  CHECK(plain2.dk == plain.dk);
+  CHECK(plain2.dv == plain.dv);
+  CHECK(plain2.dq == plain.dq);
 }

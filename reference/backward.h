@@ -1,0 +1,94 @@
+/// \file backward.h
+/// \brief The backward pass computed the obvious way: the yardstick for backward kernels.
+///
+/// Given the gradient dO of some loss with respect to O, the backward pass returns the
+/// gradients with respect to Q, K and V. Per (batch, head), with S, P, O and L as in
+/// attention.h and every masked score's P exactly 0:
+///
+/// ```text
+///   P  = softmax_rows(S) = exp(S − L)   [N_q, N_kv]   (recomputed from L, as FlashAttention does)
+///   dV = Pᵀ dO                          [N_kv, d]
+///   dP = dO Vᵀ                          [N_q, N_kv]
+///   D  = rowsum(dO ∘ O)                 [N_q]
+///   dS = P ∘ (dP − D)                   [N_q, N_kv]   (D subtracted from every entry of its row)
+///   dQ = scale · dS K                   [N_q, d]
+///   dK = scale · dSᵀ Q                  [N_kv, d]
+/// ```
+///
+/// Where they come from: O = P V is linear in V (dV, dP). The softmax of one row s has the
+/// Jacobian ∂p_j/∂s_k = p_j (δ_jk − p_k), so ∂loss/∂s_k = p_k (dp_k − Σ_j p_j dp_j) (dS).
+/// S = scale · Q Kᵀ is linear in Q and in K (dQ, dK).
+///
+/// Why D = rowsum(dO ∘ O): the sum in dS is Σ_j P_ij dP_ij = Σ_j P_ij (dO_i · V_j) =
+/// dO_i · (Σ_j P_ij V_j) = dO_i · O_i. A kernel that streams K and V in tiles needs this sum
+/// for every entry of dS before it has seen the whole row of P; from O and dO it is one dot
+/// product of length d per row, computed before the main loop. The double reference computes
+/// D this way (from O), so a backward kernel's D can be checked against it.
+///
+/// Grouped heads (GQA, MQA): K and V head g is read by every query head of its group, so its
+/// dK and dV are the sums of the contributions of those query heads.
+///
+/// Masking: a masked score has P = 0 and dS = 0, and a key hidden from row i takes no part in
+/// any product of that row, so its K and V (even NaN) never reach row i's dQ, and row i's dO
+/// and Q never reach that key's dK and dV. A row that sees no key (O = 0, L = −inf) has
+/// dQ = 0 and D = 0 and adds nothing to dK and dV.
+///
+/// FLOPs: five matrix products of 2·N_q·N_kv·d each (S recomputed, dV, dP, dQ, dK), 2.5× the
+/// forward's two (docs/conventions.md, Backward).
+#pragma once
+
+#include <vector>
+
+#include "common/problem.h"
+#include "reference/attention.h"
+
+namespace fa::ref {
+
+/// \brief Gradients from the double reference.
+struct Gradients {
+  std::vector<double> dq;     ///< dQ in Q's layout (p.q_strides()), q_elems() values
+  std::vector<double> dk;     ///< dK in K's layout (p.kv_strides()), summed over each group
+  std::vector<double> dv;     ///< dV in V's layout, summed over each group
+  std::vector<double> delta;  ///< D = rowsum(dO ∘ O), [B, H_q, N_q] contiguous; 0 for a
+                              ///< row that sees no key
+};
+
+/// \brief The backward pass in double accumulation with Eigen.
+/// \param p        the problem; must pass validate(p) (std::invalid_argument otherwise)
+/// \param q        Q, fp32, p.q_elems() values in p.layout
+/// \param k        K, fp32, p.kv_elems() values in p.layout
+/// \param v        V, fp32, p.kv_elems() values in p.layout
+/// \param d_o      dO, fp32, in Q's layout
+/// \param forward  O and L of attention() on the same inputs, as a backward kernel receives
+///                 them from the forward pass; nullptr computes them. Its `o` must hold
+///                 q_elems() values and its `lse` lse_elems() (std::invalid_argument naming
+///                 the field otherwise); S and P in it are not used.
+/// \return dQ, dK, dV and D
+Gradients attention_backward(const Problem& p, const float* q, const float* k, const float* v,
+                             const float* d_o, const Result* forward = nullptr);
+
+/// \brief Gradients from the plain float implementation.
+struct GradientsPlain {
+  std::vector<float> dq;     ///< dQ in Q's layout
+  std::vector<float> dk;     ///< dK in K's layout, summed over each group
+  std::vector<float> dv;     ///< dV in V's layout, summed over each group
+  std::vector<float> delta;  ///< D, [B, H_q, N_q] contiguous
+};
+
+/// \brief The same backward as plain loops entirely in float, on O and L from
+/// attention_plain(): an independent oracle for attention_backward() and the "plain
+/// same-precision implementation" a tolerance for backward kernels can be measured against
+/// (as attention_plain() is for the forward, see compare.h).
+/// For fp16/bf16 problems P, dS and the gradients are rounded to that dtype where a framework
+/// working in that precision stores them (P before dV = Pᵀ dO, dS before dQ and dK, dQ, dK and
+/// dV at the end); dP, D and the sums stay in float.
+/// \param p    the problem; must pass validate(p) (std::invalid_argument otherwise)
+/// \param q    Q, fp32, in p.layout
+/// \param k    K, fp32, in p.layout
+/// \param v    V, fp32, in p.layout
+/// \param d_o  dO, fp32, in Q's layout
+/// \return dQ, dK, dV and D
+GradientsPlain attention_backward_plain(const Problem& p, const float* q, const float* k,
+                                        const float* v, const float* d_o);
+
+}  // namespace fa::ref
