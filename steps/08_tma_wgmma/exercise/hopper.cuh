@@ -194,16 +194,16 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
 // 7–9, i.e. from the absolute shared-memory address, which is why every tile starts on a
 // 1024-byte boundary. (Step 07 did the same XOR by hand, kernel_traits.cuh there.)
 //
-// TODO(exercise): the fields for our two layouts. Work them out from the layout above:
-// K-major operands (Q as A of S = Q·Kᵀ, K as B of it: both stored [row][d], contiguous along
-// the reduction dimension K = d): how far is it from one group of 8 rows to the next (SBO)?
-// Does one wgmma (K = 16 elements = 32 bytes) ever leave its 128-byte column block (LBO)?
-// Where does k step j of 16 elements inside a block start, and why does that still read the
-// right chunks although the start is no longer 1024-aligned?
-// MN-major operand (V as B of O += P·V: stored [key][d], contiguous along N = d, not along
-// the reduction dimension K = keys; "transposed", imm-trans-b = 1): each 128-byte row is one
-// key holding 64 consecutive d values; we issue wgmmas with N = 64 only. What are SBO and
-// LBO, and where does the k step of 16 keys start?
+// TODO(exercise): the fields for our two layouts. Work them out from the layout above.
+//   Q as A and K as B of S = Q·Kᵀ are "K-major": both stored [row][d], contiguous along the
+//   reduction dimension K = d. How far is it from one group of 8 rows to the next (SBO)?
+//   Does one wgmma (K = 16 elements = 32 bytes) ever leave its 128-byte column block (LBO)?
+//   Where does k step j of 16 elements inside a block start, and why does that still read
+//   the right chunks although the start is no longer 1024-aligned?
+//   V as B of O += P·V is "MN-major" (imm-trans-b = 1): stored [key][d], contiguous along
+//   N = d, not along the reduction dimension K = keys; each 128-byte row is one key holding
+//   64 consecutive d values, and we issue wgmmas with N = 64 only. What are SBO and LBO, and
+//   where does the k step of 16 keys start?
 
 /// \brief The wgmma descriptor of a 128-byte-swizzled operand at shared address `addr`.
 /// \param lbo leading byte offset (bytes, multiple of 16) \param sbo stride byte offset
