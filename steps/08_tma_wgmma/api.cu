@@ -29,7 +29,7 @@
 // Not yet (the next steps): warp specialisation (a producer warp that only issues TMA, with
 // register reallocation between producer and consumers), overlapping a tile's softmax with
 // the wgmmas of the next (FlashAttention-3's ping-pong and intra-warpgroup pipelining), FP8,
-// TMA stores of O, clusters and multicast. No chapter and no exercise yet. fp16/bf16 only,
+// TMA stores of O, clusters and multicast. Chapter: docs/08-tma-wgmma.md. fp16/bf16 only,
 // d = 64 and 128, and only on compute capability 9.0 (H100, H200, GH200): sm_90a code.
 //
 // Files, in reading order:
