@@ -30,7 +30,7 @@
 // 5.5·10¹¹ FLOPs (0.69 ms at the 797 TFLOP/s matmul ceiling) against 268 MB of Q, K, V, O
 // (0.063 ms at 4.26 TB/s) — the arithmetic floor binds, by 11×.
 //
-// The kernels (kernel_traits.cuh says why these tiles; CUDA 13, -Xptxas -v):
+// The kernels (kernel_traits.cuh says why these tiles; CUDA 13.0, docs/results/h200-kernels.md):
 //
 //   d    mask        tile (rows × keys)  warps  smem   registers  spills
 //   64   non-causal  128 × 64            4      36 KB  211        none

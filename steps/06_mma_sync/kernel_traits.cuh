@@ -69,10 +69,11 @@ struct FwdParams {
 // scores of S and 32·kHeadDim/32 = kHeadDim fp32 of O, and on top of those the fragments
 // ldmatrix has in flight, the softmax state and the addresses. FlashAttention-2's own tiles
 // (128 × 64 at d = 128, 128 × 128 at d = 64) make kBlockN + kHeadDim = 192; ptxas then hits
-// the 255-register ceiling and spills 24 bytes per thread (CUDA 13). This step stays below
+// the 255-register ceiling and spills (at d = 128 into a 16-byte stack frame per thread; CUDA
+// 13.0, docs/results/h200-kernels.md). This step stays below
 // that: 128 × 64 at d = 64 (64 + 64 = 128 fp32 per lane) and 128 × 32 at d = 128 (32 + 128 =
 // 160), which leaves 95–127 registers for the fragments, the softmax state of 4 rows and the
-// addresses: ptxas (CUDA 13) uses 211–238 registers and spills nothing (FwdConfig below,
+// addresses: ptxas (CUDA 13.0) uses 211–235 registers and spills nothing (FwdConfig below,
 // api.cu's header). Whether a spilling tile would be faster is a measurement: step 07 makes it.
 //
 // Q stays in shared memory and its fragments are re-read with ldmatrix for every tile: held

@@ -35,12 +35,14 @@
 // 5.5·10¹¹ FLOPs (0.69 ms at the 797 TFLOP/s matmul ceiling) against 268 MB of Q, K, V, O
 // (0.063 ms at 4.26 TB/s) — the arithmetic floor binds, by 11×.
 //
-// The kernels (kernel_traits.cuh says why these tiles; CUDA 13, -Xptxas -v):
+// The kernels (kernel_traits.cuh says why these tiles; CUDA 13.0, docs/results/h200-kernels.md;
+// the stack frame is where spilled registers live, so only the causal d = 128 kernel spills):
 //
-//   d    mask        tile (rows × keys)  warps  stages  O rescale     smem   registers  spills
-//   64   both        128 × 64            4      2       every tile    48 KB  210        none
+//   d    mask        tile (rows × keys)  warps  stages  O rescale     smem   registers  stack
+//   64   non-causal  128 × 64            4      2       every tile    48 KB  210        none
+//   64   causal      128 × 64            4      2       every tile    48 KB  214        none
 //   128  non-causal  128 × 32            4      2       if max moved  64 KB  246        none
-//   128  causal      128 × 64            4      2       every tile    96 KB  255        24 B
+//   128  causal      128 × 64            4      2       every tile    96 KB  255        16 B
 //
 // 2 CTAs per SM. Both fp16 and bf16 compile to the same counts. These are the fastest of the
 // configurations bin/variants_07 measures (chapter 07, "Version by version").

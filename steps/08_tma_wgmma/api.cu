@@ -18,7 +18,7 @@
 //     __syncthreads().
 //
 // The kernels (kernel_traits.cuh says why these tiles and predicts their speed; CUDA 13.0,
-// -Xptxas -v, the same for fp16 and bf16; not yet measured on a GPU):
+// docs/results/h200-kernels.md, the same for fp16 and bf16):
 //
 //   d    tile (rows × keys)  warpgroups  stages  smem     registers (non-causal, causal)  spills
 //   64   192 × 128           3           2       89 KB    123, 127 (of 168)               none

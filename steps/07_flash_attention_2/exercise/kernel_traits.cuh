@@ -66,7 +66,8 @@ struct FwdParams {
 // scores of S and 32·kHeadDim/32 = kHeadDim fp32 of O, and on top of those the fragments
 // ldmatrix has in flight, the softmax state and the addresses. FlashAttention-2's own tiles
 // (128 × 64 at d = 128, 128 × 128 at d = 64) make kBlockN + kHeadDim = 192; ptxas then hits
-// the 255-register ceiling and spills 24 bytes per thread (CUDA 13). Whether that costs
+// the 255-register ceiling and spills (at d = 128 into a 16-byte stack frame per thread; CUDA
+// 13.0, docs/results/h200-kernels.md). Whether that costs
 // anything is a measurement, not an argument: bin/variants_07 times every candidate, and the
 // configurations below are the fastest it found on the H200 (docs/results/h200-variants.md).
 // At d = 128 the causal kernel runs 128 × 64 — spills and all, 4–6% faster there than
