@@ -17,7 +17,8 @@ Outputs
               against the peers at each N measured by both.
 
 With --merge, records already in --out-json whose key (impl, dtype, d, causal, batch,
-heads_q, heads_kv, n_q, n_kv, layout) is not measured again are kept.
+heads_q, heads_kv, n_q, n_kv, layout) is not measured again are kept, except those of a step
+measured now under another number or name (NN_slug renamed or renumbered): they are dropped.
 
 Example:
   python3 scripts/make_results.py --bench out/bench.json --peers out/peers.json \\
@@ -467,6 +468,18 @@ def main(argv=None):
         measured = {key_of(r) for r in new}
         kept = [r for r in (normalize(x) for x in old_doc.get("results", []))
                 if key_of(r) not in measured]
+        # A step renamed or renumbered since the file was written (NN_slug measured now under
+        # another NN or another slug) leaves rows no current program produces: drop them.
+        steps_now = {r["impl"] for r in new if re.match(r"\d\d_", r["impl"])}
+        nums_now = {i[:2]: i for i in steps_now}
+        slugs_now = {i[3:]: i for i in steps_now}
+        stale = {r["impl"] for r in kept if re.match(r"\d\d_", r["impl"])
+                 and r["impl"] not in steps_now
+                 and (r["impl"][:2] in nums_now or r["impl"][3:] in slugs_now)}
+        if stale:
+            log(f"merge: dropping the rows of {', '.join(sorted(stale))}: renamed or "
+                f"renumbered (now {', '.join(sorted(steps_now))})")
+            kept = [r for r in kept if r["impl"] not in stale]
         log(f"merge {args.out_json}: keeping {len(kept)} of "
             f"{len(old_doc.get('results', []))} earlier records, "
             f"{len(new)} new or re-measured")
