@@ -224,12 +224,12 @@ __device__ __forceinline__ uint64_t make_smem_desc(uint32_t addr, uint32_t lbo, 
   return desc;                                                // bits 49–51 (base offset): 0
 }
 
-/// \brief K-major, 128-byte swizzle (Q and K): SBO one atom, LBO unused (16).
+/// \brief The descriptor of a K-major, 128-byte-swizzled tile (Q and K) at `addr`.
 __device__ __forceinline__ uint64_t desc_k_major(uint32_t addr) {
   return make_smem_desc(addr, 16, 1024);
 }
 
-/// \brief MN-major, 128-byte swizzle, N = 64 (V): SBO one atom, LBO unused (see above).
+/// \brief The descriptor of the MN-major, 128-byte-swizzled V tile (N = 64) at `addr`.
 __device__ __forceinline__ uint64_t desc_mn_major(uint32_t addr) {
   return make_smem_desc(addr, 1024, 1024);
 }

@@ -218,13 +218,13 @@ __device__ __forceinline__ uint64_t make_smem_desc(uint32_t addr, uint32_t lbo, 
   return static_cast<uint64_t>((addr >> 4) & 0x3FFFu);
 }
 
-/// \brief K-major, 128-byte swizzle (Q and K): SBO one atom, LBO unused (16).
+/// \brief The descriptor of a K-major, 128-byte-swizzled tile (Q and K) at `addr`.
 __device__ __forceinline__ uint64_t desc_k_major(uint32_t addr) {
   // TODO(exercise): LBO and SBO of a K-major, 128-byte-swizzled tile (bytes). As given, 0.
   return make_smem_desc(addr, 0, 0);
 }
 
-/// \brief MN-major, 128-byte swizzle, N = 64 (V): SBO one atom, LBO unused (see above).
+/// \brief The descriptor of the MN-major, 128-byte-swizzled V tile (N = 64) at `addr`.
 __device__ __forceinline__ uint64_t desc_mn_major(uint32_t addr) {
   // TODO(exercise): LBO and SBO of the MN-major V tile, N = 64 (bytes). As given, 0.
   return make_smem_desc(addr, 0, 0);
