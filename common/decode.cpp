@@ -123,6 +123,23 @@ std::string validate_cache(const DecodeProblem& p) {
       }
     }
   }
+  // Two sequences may share a page they only read (a common prefix), but a page this step
+  // appends into must belong to one sequence alone, or one append overwrites another's rows.
+  std::vector<int> uses(p.num_pages, 0);
+  for (int b = 0; b < p.batch; ++b)
+    for (int j = 0; j < pages_for(p.kv_len(b), p.page_size); ++j)
+      ++uses[p.block_table[std::int64_t{b} * p.max_pages + j]];
+  for (int b = 0; b < p.batch; ++b) {
+    for (int j = p.cache_lens[b] / p.page_size; j < pages_for(p.kv_len(b), p.page_size); ++j) {
+      const int page = p.block_table[std::int64_t{b} * p.max_pages + j];
+      if (uses[page] > 1) {
+        os << "block_table[" << b << "][" << j << "] (" << page << ") is used " << uses[page]
+           << " times in the table, but this step appends into it (a written page must belong "
+           << "to one sequence)";
+        return os.str();
+      }
+    }
+  }
   return {};
 }
 

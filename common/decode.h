@@ -61,7 +61,8 @@ struct DecodeProblem {
   int num_pages = 0;  ///< paged: pages in the pool
   int max_pages = 0;  ///< paged: columns of the block table
   /// paged: [B, max_pages] pool page indices. Entries past the pages a sequence uses
-  /// (kv_len(b) rows) are never read and may hold anything (e.g. −1).
+  /// (kv_len(b) rows) are never read and may hold anything (e.g. −1). Sequences may share a
+  /// page they only read; a page the step appends into must appear once in the table.
   std::vector<int> block_table;
 
   /// \brief The scale actually used: `scale` if set, else 1/sqrt(d). \return the scale

@@ -403,6 +403,18 @@ TEST_CASE("decode: every validation error names the parameter, its value and the
   CHECK(error(good_p, [](P p) { p.block_table[0] = -1; }) ==
         "block_table[0][0] (-1) is out of range [0, 4) (num_pages)");
   CHECK(error(good_p, [](P p) { p.block_table[1] = 99; }).empty());
+  // A page shared by two sequences may be read by both, never appended into.
+  CHECK(error(good_p, [](P p) { p.block_table[0] = 0; }) ==
+        "block_table[0][0] (0) is used 2 times in the table, but this step appends into it (a "
+        "written page must belong to one sequence)");
+  CHECK(error(good_p,
+              [](P p) {  // sequence 0's full page 2 is also sequence 1's first page
+                p.cache_lens = {16, 30};
+                p.max_pages = 3;
+                p.num_pages = 5;
+                p.block_table = {2, 4, -1, 2, 3, -1};
+              })
+            .empty());
   // The 32-bit index limit of the cache.
   CHECK(error(good_c, [](P p) { p.n_max = 1 << 24; }) ==
         "tensor size (Q/O 2048, K/V cache 4294967296 elements) exceeds the 32-bit index limit "
