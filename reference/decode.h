@@ -34,7 +34,8 @@ struct DecodeResult {
 
 /// \brief The decoding reference: every sequence's keys gathered through the cache, then
 /// attention() on dense_problem(p, b). The cache must already hold this step's new keys and
-/// values (append_kv).
+/// values (append_kv). For fp16 and bf16 steps, Q and the cache hold values already rounded to
+/// that type (fa::round_to), so that the reference sees what the GPU sees.
 /// \param p the step (std::invalid_argument with validate()'s message if invalid)
 /// \param q Q, [B, q_len, H_q, d] \param cache K and V, p.cache_elems() each
 /// \return O and L
