@@ -100,6 +100,12 @@ std::string validate_cache(const DecodeProblem& p) {
     os << "max_pages (" << p.max_pages << ") must be at least 1";
     return os.str();
   }
+  return {};
+}
+
+// The block table of a paged cache (its scalars and the tensor sizes already checked).
+std::string validate_block_table(const DecodeProblem& p) {
+  std::ostringstream os;
   const std::int64_t entries = std::int64_t{p.batch} * p.max_pages;
   if (static_cast<std::int64_t>(p.block_table.size()) != entries) {
     os << "block_table has " << p.block_table.size() << " entries; batch * max_pages is "
@@ -177,13 +183,14 @@ std::string validate(const DecodeProblem& p) {
     }
   }
   if (std::string cache = validate_cache(p); !cache.empty()) return cache;
+  // Before the block table: its check allocates a count per pool page.
   const std::int64_t q = p.q_elems(), kv = p.cache_elems();
   if (q > Limits::kMaxElems || kv > Limits::kMaxElems) {
     os << "tensor size (Q/O " << q << ", K/V cache " << kv << " elements) exceeds the 32-bit "
        << "index limit of " << Limits::kMaxElems << " elements";
     return os.str();
   }
-  return {};
+  return p.cache == CacheKind::Paged ? validate_block_table(p) : std::string();
 }
 
 Problem dense_problem(const DecodeProblem& p, int b) {
