@@ -105,8 +105,14 @@ def main():
     rows = []
     for obj in objs:
         step = re.search(r"step_(\d\d_\w+?)\.dir", obj).group(1)
-        res, sass = resources(obj), sass_counts(obj)
-        names = demangle(sorted(res))
+        try:
+            res, sass = resources(obj), sass_counts(obj)
+            names = demangle(sorted(res))
+        except subprocess.CalledProcessError as e:
+            detail = (e.stderr or "").strip().splitlines()
+            print(f"kernel_report: {' '.join(e.cmd[:2])} ... failed on {obj} (exit status "
+                  f"{e.returncode}){': ' + detail[-1] if detail else ''}", file=sys.stderr)
+            return 1
         for mangled, (reg, stack, shared) in res.items():
             ops = sass.get(mangled, {op: 0 for op in OPCODES})
             rows.append((step, short_name(names[mangled]), reg, stack, shared, ops))
