@@ -73,7 +73,7 @@ FA_API fa_status fa_workspace_bytes(const char* step, const fa_problem* problem,
  * \return FA_OK once launched, or the error (then see fa_last_error); nothing is launched
  * on an error. The checks, in order, all before the first CUDA call: the step name, the
  * problem (as fa_check), the pointers q, k, v, o, lse (not NULL; q, k, v, o aligned to the
- * step's vector loads, 16 bytes for steps 04-07; lse to 4), then the workspace (at least
+ * step's vector loads, 16 bytes for steps 04-08; lse to 4), then the workspace (at least
  * fa_workspace_bytes, not NULL when that is above 0). Then the device's limits (grid,
  * shared memory) and the launch. */
 FA_API fa_status fa_run(const char* step, const fa_problem* problem, const void* q, const void* k,

@@ -398,7 +398,8 @@ int main(int argc, char** argv) try {
         if (!c.mismatches && !(c.rel_err <= gross)) {
           r.err = "WRONG";
           std::snprintf(buf, sizeof buf, "relative error %.2e, above %.0e", c.rel_err, gross);
-          r.note = buf;
+          // Before the timing note ("one run takes ..."), if there is one, not instead of it.
+          r.note = r.note.empty() ? std::string(buf) : buf + ("; " + r.note);
         }
         if (c.mismatches || !(c.rel_err <= gross)) ++failures;
       }
