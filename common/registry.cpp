@@ -122,6 +122,14 @@ std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTen
   return {};
 }
 
+std::string device_refusal(const StepInfo& step, const DeviceLimits& device) {
+  if (!step.check_device) return {};
+  Problem p;
+  if (!step.dtypes.empty()) p.dtype = step.dtypes.front();
+  if (!step.head_dims.empty()) p.head_dim = step.head_dims.front();
+  return step.check_device(p, device);
+}
+
 std::string check_fits(const char* step, const DeviceLimits& prop, const Problem& p,
                        std::size_t smem_bytes, const std::vector<GridNeed>& grid) {
   const std::string for_step = std::string(" for step ") + step;

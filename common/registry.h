@@ -96,6 +96,13 @@ std::string check_step(const StepInfo& step, const Problem& p);
 std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTensors& t,
                          const DeviceLimits& device);
 
+/// \brief Does `device` refuse `step` outright? "" when the step can run its smallest problem
+/// there (its first dtype and head dim, the default shapes), otherwise check_device's reason,
+/// such as step 08's on a GPU other than compute capability 9.0. A step without check_device
+/// runs everywhere.
+/// \param step the step \param device the device's limits \return "" or the reason
+std::string device_refusal(const StepInfo& step, const DeviceLimits& device);
+
 /// \brief Adds a step to the registry; use FA_REGISTER_STEP rather than calling this.
 struct StepRegistrar {
   /// \brief Appends `info` to steps(). \param info the step's description

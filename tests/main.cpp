@@ -31,10 +31,7 @@ std::string no_step_runs_here() {
   const fa::DeviceLimits limits = fa::device_limits(device);
   std::string first_reason;
   for (const fa::StepInfo* s : fa::steps()) {
-    fa::Problem p;
-    p.dtype = s->dtypes.front();
-    if (!s->head_dims.empty()) p.head_dim = s->head_dims.front();
-    const std::string why = s->check_device ? s->check_device(p, limits) : std::string();
+    const std::string why = fa::device_refusal(*s, limits);
     if (why.empty()) return {};
     if (first_reason.empty()) first_reason = why;
   }

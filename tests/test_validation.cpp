@@ -118,3 +118,16 @@ TEST_CASE("check_fits names the first grid dimension or the shared memory that d
   CHECK(fa::check_fits("s", prop, p, 0, {{2, 6, "b (6)"}}) ==
         "b (6) exceeds the grid z limit of 5 for step s");
 }
+
+TEST_CASE("device_refusal: a device that cannot run even the step's smallest problem",
+          "[validation]") {
+  fa::StepInfo s = synthetic();
+  CHECK(fa::device_refusal(s, h200()).empty());
+  fa::DeviceLimits small = h200();
+  small.sharedMemPerBlockOptin = 16 * 1024;  // below the 48 KB every problem of the step needs
+  CHECK(fa::device_refusal(s, small) ==
+        "shared memory per block (49152 bytes for head_dim 64) exceeds this device's "
+        "sharedMemPerBlockOptin of 16384 bytes for step 99_synthetic");
+  s.check_device = nullptr;  // no device check: runs everywhere
+  CHECK(fa::device_refusal(s, small).empty());
+}
