@@ -212,6 +212,24 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "no usable CUDA device: nothing to benchmark\n");
     return 1;
   }
+  // A step this GPU refuses outright (step 08 off compute capability 9.0) is not timed and
+  // says why once: that is no benchmark stopped by an error (those make the exit status 1).
+  const fa::DeviceLimits limits = fa::device_limits(0);
+  cannot.clear();
+  plan.erase(std::remove_if(plan.begin(), plan.end(),
+                            [&](const Planned& x) {
+                              const std::string why =
+                                  x.step ? fa::device_refusal(*x.step, limits) : std::string();
+                              if (!why.empty()) note(std::string(x.step->name) + ": " + why);
+                              return !why.empty();
+                            }),
+             plan.end());
+  for (const std::string& c : cannot)
+    std::fprintf(stderr, "not timed on this GPU: %s\n", c.c_str());
+  if (std::none_of(plan.begin(), plan.end(), [](const Planned& x) { return x.step != nullptr; })) {
+    std::fprintf(stderr, "no step chosen can run on this GPU: nothing to benchmark\n");
+    return 1;
+  }
 
   for (const Planned& x : plan) {
     const fa::Problem p = x.p;
