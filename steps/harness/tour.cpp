@@ -283,7 +283,7 @@ int main(int argc, char** argv) try {
                 prop.multiProcessorCount, human_bytes(double(total_b)).c_str());
     // Headroom for what the count below leaves out: cuBLAS's own workspace, the allocator's
     // rounding of every buffer, the poisoned copies the check downloads into.
-    budget_b = 0.97 * double(free_b) - 256.0 * (1 << 20);
+    budget_b = std::max(0.0, 0.97 * double(free_b) - 256.0 * (1 << 20));
     std::printf(
         "max N: the largest N_q = N_kv whose tensors and scratch fit in this GPU's free "
         "memory (%s, less %s of headroom) for this B, H and d, and whose tensors stay "
