@@ -421,7 +421,11 @@ TEST_CASE("decode: every validation error names the parameter, its value and the
         "of 2147483647 elements");
   // The pool's size is refused before the table is read (no count per page is made for it),
   // whatever the table holds.
-  CHECK(error(good_p, [](P p) { p.num_pages = 1 << 30; p.block_table[0] = -1; }) ==
+  CHECK(error(good_p,
+              [](P p) {
+                p.num_pages = 1 << 30;
+                p.block_table[0] = -1;
+              }) ==
         "tensor size (Q/O 2048, K/V cache 2199023255552 elements) exceeds the 32-bit index "
         "limit of 2147483647 elements");
 
