@@ -27,6 +27,7 @@
 
 #include "../flash_fwd_kernel.cuh"
 #include "common/cuda_check.h"
+#include "common/device_buffer.h"
 #include "common/launch.h"
 
 namespace fa::step08 {
@@ -144,32 +145,28 @@ bool probe(Layout layout) {
     return static_cast<double>(to_float(x[kHead * s.head + row * s.row + c]));
   };
 
-  Element *dq, *dk, *dv;
-  float *ds, *dout;
-  CUDA_CHECK(cudaMalloc(&dq, q.size() * sizeof(Element)));
-  CUDA_CHECK(cudaMalloc(&dk, k.size() * sizeof(Element)));
-  CUDA_CHECK(cudaMalloc(&dv, v.size() * sizeof(Element)));
-  CUDA_CHECK(cudaMalloc(&ds, kRows * kKeys * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&dout, kRows * kD * sizeof(float)));
-  CUDA_CHECK(cudaMemcpy(dq, q.data(), q.size() * sizeof(Element), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(dk, k.data(), k.size() * sizeof(Element), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(dv, v.data(), v.size() * sizeof(Element), cudaMemcpyHostToDevice));
+  // Device copies (common/device_buffer.h frees them on every exit, a failed check's included).
+  auto upload = [](const std::vector<Element>& x) {
+    DeviceBuffer b(x.size() * sizeof(Element));
+    CUDA_CHECK(cudaMemcpy(b.get(), x.data(), b.bytes(), cudaMemcpyHostToDevice));
+    return b;
+  };
+  const DeviceBuffer dq = upload(q), dk = upload(k), dv = upload(v);
+  const DeviceBuffer ds(kRows * kKeys * sizeof(float)), dout(kRows * kD * sizeof(float));
   DeviceTensors t;
-  t.q = dq;
-  t.k = dk;
-  t.v = dv;
+  t.q = dq.get();
+  t.k = dk.get();
+  t.v = dv.get();
   const TensorMaps maps = make_tensor_maps(p, t, kRows, kKeys);
   const int smem = (kRows + 2 * kKeys) * kD * 2 + 8 + 1024;
   const auto kernel = probe_kernel<kD, Element>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  kernel<<<1, 128, smem>>>(maps.q, maps.k, maps.v, layout == Layout::BNHD, ds, dout);
+  kernel<<<1, 128, smem>>>(maps.q, maps.k, maps.v, layout == Layout::BNHD, ds.as<float>(),
+                           dout.as<float>());
   CUDA_CHECK_LAUNCH();
   std::vector<float> s(kRows * kKeys), o(kRows * kD);
-  CUDA_CHECK(cudaMemcpy(s.data(), ds, s.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  CUDA_CHECK(cudaMemcpy(o.data(), dout, o.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  for (void* ptr : {static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv),
-                    static_cast<void*>(ds), static_cast<void*>(dout)})
-    CUDA_CHECK(cudaFree(ptr));
+  CUDA_CHECK(cudaMemcpy(s.data(), ds.get(), ds.bytes(), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(o.data(), dout.get(), dout.bytes(), cudaMemcpyDeviceToHost));
 
   // S against Q Kᵀ in double (zero for the zero-filled keys); O against P V with P the
   // kernel's own S rounded to Element, so that a wrong S does not hide a right P V.
