@@ -30,6 +30,7 @@
 #include "common/registry.h"
 #include "steps/harness/cli.h"
 #include "steps/harness/cublas_baseline.h"
+#include "steps/harness/spin.h"
 
 namespace {
 
@@ -69,6 +70,9 @@ std::string record_name(const std::string& impl, const fa::Problem& p) {
 int g_failed = 0;
 
 // The timing loop shared by steps and the baseline. `setup` returns the function to time.
+/// Clock cycles of the GPU spin queued before each timed call (--queue-ahead-cycles).
+long long g_spin_cycles = 1000000;
+
 void time_it(benchmark::State& state, const fa::Problem& p, std::size_t extra_bytes,
              double nxn_bytes, const std::function<std::function<void()>()>& setup) {
   std::vector<double> ms;
@@ -79,6 +83,7 @@ void time_it(benchmark::State& state, const fa::Problem& p, std::size_t extra_by
     CUDA_CHECK(cudaDeviceSynchronize());
     fa::EventTimer timer;
     for (auto _ : state) {
+      fa::bench::gpu_spin(g_spin_cycles);  // spin.h: the same duty cycle as the peers
       timer.start();
       fn();
       const double t = timer.stop_ms();
@@ -136,6 +141,11 @@ int main(int argc, char** argv) try {
       ->check(fa::cli::step_validator(false));
   app.add_option("--baseline", baseline, "also time the cuBLAS baseline (fp32 only)")
       ->check(CLI::IsMember({"true", "false", "on", "off", "1", "0"}, CLI::ignore_case))
+      ->capture_default_str();
+  app.add_option("--queue-ahead-cycles", g_spin_cycles,
+                 "before each timed call, a GPU spin of this many clock cycles (1e6 is about "
+                 "0.5 ms), as scripts/peers.py does before each peer call; 0 = off")
+      ->check(fa::cli::int_range(0))
       ->capture_default_str();
   app.add_option("--min-time", min_time, "seconds of GPU time per benchmark")
       ->check(CLI::Range(0.001, 3600.0))
