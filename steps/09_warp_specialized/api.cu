@@ -16,9 +16,9 @@
 //
 // The kernels (CUDA 13.0, ptxas -v; the same for fp16 and bf16, causal and not):
 //
-//   d    tile (rows × keys)  consumers + producer  stages  smem     registers launch → consumer  spills
-//   64   192 × 128           3 + 1 (512 threads)   2       89 KB    128 → 160 (producer 24)       none
-//   128  128 × 128           2 + 1 (384 threads)   2       161 KB   168 → 240 (producer 24)       none
+//   d    tile (rows × keys)  warpgroups      stages  smem    registers: launch → consumers  spills
+//   64   192 × 128           3 consumers + 1  2       89 KB   128 → 160 (producer 24)        none
+//   128  128 × 128           2 consumers + 1  2       161 KB  168 → 240 (producer 24)        none
 //
 // One CTA per SM either way. Not yet: a persistent tile scheduler (kernel_traits.cuh: why not
 // yet), FP8, TMA stores of O, clusters and multicast. No chapter yet. fp16/bf16 only, d = 64
@@ -237,7 +237,7 @@ StepInfo info() {
   StepInfo s;
   s.number = 9;
   s.name = kStepName;
-  s.lesson = "Hopper warp specialisation: a TMA producer, consumers in ping-pong, softmax under wgmma";
+  s.lesson = "Hopper warp specialisation: a TMA producer, consumers in ping-pong, softmax hidden";
   s.dtypes = {DType::F16, DType::BF16};
   s.head_dims = {64, 128};
   s.max_head_dim = 128;

@@ -129,9 +129,8 @@ struct Barriers {
 template <class Traits>
 __device__ __forceinline__ void produce(const Barriers<Traits>& bars, uint32_t sQ, uint32_t sK,
                                         uint32_t sV, const CUtensorMap* tma_q,
-                                        const CUtensorMap* tma_k, const CUtensorMap* tma_v,
-                                        int m0, int h, int h_kv, int b, bool heads_inner,
-                                        int num_tiles) {
+                                        const CUtensorMap* tma_k, const CUtensorMap* tma_v, int m0,
+                                        int h, int h_kv, int b, bool heads_inner, int num_tiles) {
   constexpr int kStages = Traits::kStages, kBlockN = Traits::kBlockN;
   constexpr int kKVTileBytes = Traits::kKVTileBytes;
   mbarrier_arrive_expect_tx(bars.q, Traits::kQBytes);

@@ -120,8 +120,8 @@ struct TensorMaps {
 // ---------------------------------------------------------------------------------------------
 template <int kHeadDim_, int kNumConsumers_, int kBlockN_, int kStages_, class Element_>
 struct KernelTraits {
-  using Element = Element_;                   // __nv_bfloat16 or __half: Q, K, V, O and P
-  static constexpr int kHeadDim = kHeadDim_;  // d
+  using Element = Element_;                             // __nv_bfloat16 or __half: Q, K, V, O and P
+  static constexpr int kHeadDim = kHeadDim_;            // d
   static constexpr int kNumConsumers = kNumConsumers_;  // consumer warpgroups (C)
   static constexpr int kBlockM = 64 * kNumConsumers;    // query rows per CTA
   static constexpr int kBlockN = kBlockN_;              // keys per K/V tile
@@ -168,8 +168,7 @@ struct KernelTraits {
   static_assert(kBlockM <= 256 && kBlockN <= 256, "a TMA box is at most 256 rows");
   static_assert(kQBytes % 1024 == 0 && kKVTileBytes % 1024 == 0, "tiles stay 1024-aligned");
   static_assert(kStages >= 2, "one tile in flight while one is computed");
-  static_assert(kProducerRegs + kNumConsumers * kConsumerRegs <=
-                    kLaunchRegs * (kNumConsumers + 1),
+  static_assert(kProducerRegs + kNumConsumers * kConsumerRegs <= kLaunchRegs * (kNumConsumers + 1),
                 "setmaxnreg.inc would wait forever: the CTA's pool has fewer registers");
   static_assert(kConsumerRegs >= kLaunchRegs, "the consumers must not lose registers");
 };

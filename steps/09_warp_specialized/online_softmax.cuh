@@ -91,7 +91,8 @@ struct OnlineSoftmax {
 
   /// \brief O *= α per row (α from update()); kDBlocks arrays of 32 registers hold O.
   template <int kDBlocks>
-  __device__ __forceinline__ static void rescale(float (&o)[kDBlocks][32], const float (&alpha)[2]) {
+  __device__ __forceinline__ static void rescale(float (&o)[kDBlocks][32],
+                                                 const float (&alpha)[2]) {
 #pragma unroll
     for (int b = 0; b < kDBlocks; ++b)
 #pragma unroll

@@ -224,7 +224,7 @@ bool probe(Layout layout) {
 
 /// \brief What the protocol kernel reports, in mapped host memory (readable after a trap).
 struct ProbeLog {
-  int error;         // 0, or which wait timed out: 1 full_q, 2 full_k, 3 full_v
+  int error;  // 0, or which wait timed out: 1 full_q, 2 full_k, 3 full_v
   int error_consumer, error_visit, error_parity;
   int bad_values;    // tile elements that were not what the visit should hold
   int first_bad[4];  // what (1 Q, 2 K, 3 V), consumer, visit, value ×1 (as read)
@@ -253,8 +253,8 @@ __device__ void wait_or_trap(uint32_t bar, uint32_t parity, int code, int consum
 
 /// \brief Element (row, column) of a [kDBlocks][rows][64] swizzled 16-bit tile at `tile`.
 __device__ float tile_at(uint32_t tile, int rows, int row, int col) {
-  const uint32_t addr =
-      tile + (col / 64) * rows * 128 + row * 128 + (((col % 64) / 8) ^ (row % 8)) * 16 + (col % 8) * 2;
+  const uint32_t addr = tile + (col / 64) * rows * 128 + row * 128 +
+                        (((col % 64) / 8) ^ (row % 8)) * 16 + (col % 8) * 2;
   unsigned short bits;
   asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(bits) : "r"(addr) : "memory");
   return __half2float(__ushort_as_half(bits));
@@ -293,8 +293,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   if (wg == 0) {  // the kernel's producer, unchanged
     setmaxnreg_dec<Traits::kProducerRegs>();
     if (tid == 0)
-      produce(bars, sQ, sK, sV, &tma_q, &tma_k, &tma_v, 0, kHead, kHead, 0, heads_inner,
-              num_tiles);
+      produce(bars, sQ, sK, sV, &tma_q, &tma_k, &tma_v, 0, kHead, kHead, 0, heads_inner, num_tiles);
     return;
   }
   setmaxnreg_inc<Traits::kConsumerRegs>();
@@ -379,18 +378,19 @@ bool probe_protocol(Layout layout, int n_kv) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Traits::kSmemBytes));
   kernel<<<1, Traits::kNumThreads, Traits::kSmemBytes>>>(maps.q, maps.k, maps.v,
-                                                          layout == Layout::BNHD, n_kv, dlog);
+                                                         layout == Layout::BNHD, n_kv, dlog);
   const cudaError_t launched = cudaGetLastError();
   const cudaError_t ran = launched == cudaSuccess ? cudaDeviceSynchronize() : launched;
   const int num_tiles = (n_kv + Traits::kBlockN - 1) / Traits::kBlockN;
   const char* what[] = {"-", "Q", "K", "V"};
   if (ran != cudaSuccess) {
     static const char* barrier[] = {"(none recorded)", "full_q", "full_k", "full_v"};
-    std::printf("FAIL  protocol d=%-3d %s T=%d: %s; consumer %d timed out on %s of visit %d, "
-                "parity %d\n",
-                kD, layout_name(layout), num_tiles, cudaGetErrorString(ran), log->error_consumer,
-                barrier[log->error >= 0 && log->error <= 3 ? log->error : 0], log->error_visit,
-                log->error_parity);
+    std::printf(
+        "FAIL  protocol d=%-3d %s T=%d: %s; consumer %d timed out on %s of visit %d, "
+        "parity %d\n",
+        kD, layout_name(layout), num_tiles, cudaGetErrorString(ran), log->error_consumer,
+        barrier[log->error >= 0 && log->error <= 3 ? log->error : 0], log->error_visit,
+        log->error_parity);
     std::exit(1);  // the context is gone: nothing after this can run
   }
   bool order_ok = log->turn_count == kC * (num_tiles + 1);
