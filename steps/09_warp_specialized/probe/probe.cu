@@ -135,6 +135,15 @@ Element from_float(float x) {
     return __float2half_rn(x);
 }
 
+/// \brief A device copy of `x` (cudaMalloc'd; the caller frees it).
+template <class T>
+T* to_device(const std::vector<T>& x) {
+  T* d = nullptr;
+  CUDA_CHECK(cudaMalloc(&d, x.size() * sizeof(T)));
+  CUDA_CHECK(cudaMemcpy(d, x.data(), x.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
 /// \brief Runs one configuration; prints one line; returns whether it passed.
 template <int kD, class Element>
 bool probe(Layout layout) {
@@ -160,16 +169,10 @@ bool probe(Layout layout) {
     return static_cast<double>(to_float(x[kHead * s.head + row * s.row + c]));
   };
 
-  Element *dq, *dk, *dv;
+  Element *dq = to_device(q), *dk = to_device(k), *dv = to_device(v);
   float *ds, *dout;
-  CUDA_CHECK(cudaMalloc(&dq, q.size() * sizeof(Element)));
-  CUDA_CHECK(cudaMalloc(&dk, k.size() * sizeof(Element)));
-  CUDA_CHECK(cudaMalloc(&dv, v.size() * sizeof(Element)));
   CUDA_CHECK(cudaMalloc(&ds, kRows * kKeys * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&dout, kRows * kD * sizeof(float)));
-  CUDA_CHECK(cudaMemcpy(dq, q.data(), q.size() * sizeof(Element), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(dk, k.data(), k.size() * sizeof(Element), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(dv, v.data(), v.size() * sizeof(Element), cudaMemcpyHostToDevice));
   DeviceTensors t;
   t.q = dq;
   t.k = dk;
@@ -357,13 +360,7 @@ bool probe_protocol(Layout layout, int n_kv) {
   };
   const std::vector<__half> q = fill(p.n_q, qs, 1.f), k = fill(n_kv, kvs, 1.f),
                             v = fill(n_kv, kvs, -1.f);
-  __half *dq, *dk, *dv;
-  CUDA_CHECK(cudaMalloc(&dq, q.size() * sizeof(__half)));
-  CUDA_CHECK(cudaMalloc(&dk, k.size() * sizeof(__half)));
-  CUDA_CHECK(cudaMalloc(&dv, v.size() * sizeof(__half)));
-  CUDA_CHECK(cudaMemcpy(dq, q.data(), q.size() * sizeof(__half), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(dk, k.data(), k.size() * sizeof(__half), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(dv, v.data(), v.size() * sizeof(__half), cudaMemcpyHostToDevice));
+  __half *dq = to_device(q), *dk = to_device(k), *dv = to_device(v);
   DeviceTensors t;
   t.q = dq;
   t.k = dk;
