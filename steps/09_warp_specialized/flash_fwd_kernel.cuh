@@ -63,12 +63,25 @@
 // loaded earlier. A consumer in turn j waits only for full_k[j] and full_v[j − 1], loaded
 // once every consumer has released visit j − kStages ≤ j − 2, which the others did before
 // their own turn j − 1 ended (they release K in their iteration j − 2 and V at its end).
+//
+// When it fails or hangs, in this order:
+//   1. build/bin/probe_09_warp_specialized. Part 1 failing: the TMA/wgmma layer (as step
+//      08's probe). Part 2 failing: the ring or the turns without any arithmetic; a timed-out
+//      wait names the consumer, the barrier, the visit and the parity.
+//   2. A hang before any wait: setmaxnreg.inc waiting for registers the pool does not have
+//      (launch_flash_fwd checks the compiled count is kLaunchRegs; see kernel_traits.cuh).
+//   3. Wrong numbers with the probe passing: the order around the waits — α applied before
+//      wait_group 0 (O still accumulating), P packed before it (P V still reading it); the
+//      suite's causal and ragged-N tests single out the mask on overlapped tiles.
+//   4. Slower than step 08: ptxas's "wgmma serialized" warnings (none now), then the turns
+//      (remove wait_turn / pass_turn: the ping-pong alone), then wait_group 1 → 0.
 #pragma once
 
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "common/cuda_check.h"
 #include "hopper.cuh"
@@ -434,9 +447,28 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 // ---------------------------------------------------------------------------------------------
 // Host side: one launch per call.
 // ---------------------------------------------------------------------------------------------
+/// \brief Throws unless `kernel` (a setmaxnreg kernel of Traits) was compiled for exactly
+/// kLaunchRegs registers per thread: with fewer, the CTA's pool would be too small for the
+/// consumers' setmaxnreg.inc, which would then wait forever — a hang instead of an error.
+template <class Traits, class Kernel>
+void check_launch_registers(Kernel kernel, const char* what) {
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  if (attr.numRegs != Traits::kLaunchRegs)
+    throw CudaError(cudaErrorInvalidConfiguration,
+                    std::string(what) + ": compiled for " + std::to_string(attr.numRegs) +
+                        " registers per thread, setmaxnreg's arithmetic needs exactly " +
+                        std::to_string(Traits::kLaunchRegs) + " (kernel_traits.cuh)");
+}
+
 template <class Traits, bool IsCausal>
 void launch_flash_fwd(const FwdParams& p, const TensorMaps& maps, cudaStream_t stream) {
   const auto kernel = flash_fwd_kernel<Traits, IsCausal>;
+  static const bool checked = [&] {  // once per kernel
+    check_launch_registers<Traits>(kernel, "step 09's kernel");
+    return true;
+  }();
+  (void)checked;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Traits::kSmemBytes));
   const dim3 grid((p.n_q + Traits::kBlockM - 1) / Traits::kBlockM, p.heads_q, p.batch);

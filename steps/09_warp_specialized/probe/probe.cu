@@ -372,6 +372,7 @@ bool probe_protocol(Layout layout, int n_kv) {
   ProbeLog* dlog = nullptr;
   CUDA_CHECK(cudaHostGetDevicePointer(&dlog, log, 0));
   const auto kernel = protocol_kernel<Traits>;
+  check_launch_registers<Traits>(kernel, "the protocol probe's kernel");
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Traits::kSmemBytes));
   kernel<<<1, Traits::kNumThreads, Traits::kSmemBytes>>>(maps.q, maps.k, maps.v,
