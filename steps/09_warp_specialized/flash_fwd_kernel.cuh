@@ -74,7 +74,7 @@
 //      wait_group 0 (O still accumulating), P packed before it (P V still reading it); the
 //      suite's causal and ragged-N tests single out the mask on overlapped tiles.
 //   4. Slower than step 08: ptxas's "wgmma serialized" warnings (none now), then the turns
-//      (remove wait_turn / pass_turn: the ping-pong alone), then wait_group 1 → 0.
+//      (KernelTraits' kPingPong = false in FwdConfig: the same kernel without ping-pong).
 #pragma once
 
 #include <cuda.h>
@@ -202,12 +202,19 @@ __device__ __forceinline__ void named_barrier_arrive_at(int i) {
 /// \brief Consumer c waits for its turn to issue wgmmas (256 = its 128 + its predecessor's).
 template <class Traits>
 __device__ __forceinline__ void wait_turn(int c) {
-  named_barrier_sync_at<Traits::kBarTurn0, 256>(c);
+  if constexpr (Traits::kPingPong) named_barrier_sync_at<Traits::kBarTurn0, 256>(c);
 }
 /// \brief Consumer c passes the turn to consumer c + 1 mod C (arrives, does not wait).
 template <class Traits>
 __device__ __forceinline__ void pass_turn(int c) {
-  named_barrier_arrive_at<Traits::kBarTurn0, 256>(c + 1 == Traits::kNumConsumers ? 0 : c + 1);
+  if constexpr (Traits::kPingPong)
+    named_barrier_arrive_at<Traits::kBarTurn0, 256>(c + 1 == Traits::kNumConsumers ? 0 : c + 1);
+}
+/// \brief Before turn 0: the last consumer grants consumer 0 its first turn.
+template <class Traits>
+__device__ __forceinline__ void grant_first_turn(int c) {
+  if constexpr (Traits::kPingPong)
+    if (c == Traits::kNumConsumers - 1) named_barrier_arrive<Traits::kBarTurn0, 256>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -335,8 +342,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   };
 
   if (num_tiles > 0) {
-    // The last consumer grants consumer 0 its first turn (the barrier table above).
-    if (c == kNumConsumers - 1) named_barrier_arrive<Traits::kBarTurn0, 256>();
+    grant_first_turn<Traits>(c);  // the barrier table above
     mbarrier_wait(bars.q, 0);
 
     float s[kSRegs];

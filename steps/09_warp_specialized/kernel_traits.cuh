@@ -118,7 +118,8 @@ struct TensorMaps {
 //   kBarTurn0 + c      (4…6)  "consumer c may issue its wgmmas": 256 arrivals, 128 from c
 //                             (bar.sync) and 128 from consumer c − 1 mod C (bar.arrive)
 // ---------------------------------------------------------------------------------------------
-template <int kHeadDim_, int kNumConsumers_, int kBlockN_, int kStages_, class Element_>
+template <int kHeadDim_, int kNumConsumers_, int kBlockN_, int kStages_, class Element_,
+          bool kPingPong_ = true>
 struct KernelTraits {
   using Element = Element_;                             // __nv_bfloat16 or __half: Q, K, V, O and P
   static constexpr int kHeadDim = kHeadDim_;            // d
@@ -126,6 +127,9 @@ struct KernelTraits {
   static constexpr int kBlockM = 64 * kNumConsumers;    // query rows per CTA
   static constexpr int kBlockN = kBlockN_;              // keys per K/V tile
   static constexpr int kStages = kStages_;              // K/V buffers in the ring
+  // Consumers take turns to issue their wgmmas (technique 2). false: every consumer issues
+  // when it is ready (the ablation of ping-pong alone; the turn barriers go unused).
+  static constexpr bool kPingPong = kPingPong_;
 
   static constexpr int kNumThreads = 128 * (kNumConsumers + 1);  // + the producer warpgroup
   static constexpr int kNumConsumerThreads = 128 * kNumConsumers;
