@@ -1,4 +1,4 @@
-// hopper.cuh — the Hopper (sm_90a) instructions step 08 is built on, one thin wrapper each.
+// hopper.cuh — the Hopper (sm_90a) instructions step 09 is built on, one thin wrapper each.
 //
 //   mbarrier.*                    a barrier object in shared memory that counts arrivals AND
 //                                 bytes; TMA completes its bytes, threads wait on its phase

@@ -62,10 +62,12 @@ struct TensorMaps {
 //    pool is 384·168 = 64512); the producer drops to 24 and frees 128·144 = 18432, which
 //    raises each consumer from 168 to 240 (2·128·72 = 18432). 240 is what the overlap in (3)
 //    needs: S of the next tile (64) + P of this one (32) + O (64) + softmax state and
-//    addresses, ~180, over step 08's 168 budget at 3 warpgroups.
-//    Buys: alone, little — FlashAttention-3's ablation (H100, d = 128, N = 8K, fp16) has 570
-//    TFLOP/s with its pipelining but WITHOUT warp specialisation against 661 with both; we
-//    count it as the enabler of (2) and (3): +0–5% on its own.
+//    addresses, ~180: more than the 168 that 384 threads would each get without it.
+//    Buys: FlashAttention-3's ablation (H100, d = 128, N = 8K, fp16) loses 14% when warp
+//    specialisation is taken out of the full kernel (661 → 570 TFLOP/s), but most of that is
+//    what it enables — (2) and (3) need the registers and a consumer that never stops to
+//    issue copies. On its own, over step 08 (whose copies are issued early and overlap
+//    already): +3–8%, from the waits thread 0 no longer puts in warp 0's path.
 //
 // 2. Ping-pong between consumer warpgroups (named barriers kBarTurn0 + c, flash_fwd_kernel.cuh
 //    draws them). Consumers take turns to ISSUE their wgmmas: consumer c waits for its turn,
@@ -98,9 +100,15 @@ struct TensorMaps {
 // consumer waiting on a turn it cannot get until the producer's load lands).
 //
 // 4. A persistent tile scheduler (one CTA per SM looping over blocks, longest causal first)
-//    is not done: with one CTA per SM and N ≥ 4096 the grid is 32+ waves deep, so the tail
-//    it would save is under 3% (non-causal); for causal, step 08's longest-first block order
-//    already fills the tail. To be measured before it is written.
+//    is not done. What it would save: the partial last wave, and each CTA's prologue (barrier
+//    init, the Q load, the first K tile) not overlapping the previous CTA's epilogue. At the
+//    benchmark's N = 4096 the grid is deep — d = 128: 32 blocks × 16 heads × 4 = 2048 CTAs
+//    on 132 SMs, 15.5 waves; d = 64: 22 × 32 × 4 = 2816, 21.3 waves — so the last wave costs
+//    at most 0.5/16 ≈ 3%, and a prologue (1–2 µs of latency — the Q load and the first K
+//    tile — in a CTA of 4·128·4096·128 FLOP = 268 MFLOP, ~70 µs at step 08's 510 TFLOP/s
+//    over 132 SMs) 1.5–3%. For causal
+//    inputs the longest-first block order already fills the tail. Prediction: +2–5%, to be
+//    measured (with the three above in place) before it is written.
 //
 // Registers per consumer thread (fp32 accumulators, one register each):
 //   S: kBlockN/2 = 64;  O: d/2;  P: kBlockN/4 = 32 (16-bit pairs)
