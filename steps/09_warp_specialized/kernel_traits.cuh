@@ -106,9 +106,9 @@ struct TensorMaps {
 //    on 132 SMs, 15.5 waves; d = 64: 22 × 32 × 4 = 2816, 21.3 waves — so the last wave costs
 //    at most 0.5/16 ≈ 3%, and a prologue (1–2 µs of latency — the Q load and the first K
 //    tile — in a CTA of 4·128·4096·128 FLOP = 268 MFLOP, ~70 µs at step 08's 510 TFLOP/s
-//    over 132 SMs) 1.5–3%. For causal
-//    inputs the longest-first block order already fills the tail. Prediction: +2–5%, to be
-//    measured (with the three above in place) before it is written.
+//    over 132 SMs) 1.5–3%. For causal inputs the longest-first block order already fills
+//    the tail. Prediction: +2–5%, to be measured (with the three above in place) before it
+//    is written.
 //
 // Registers per consumer thread (fp32 accumulators, one register each):
 //   S: kBlockN/2 = 64;  O: d/2;  P: kBlockN/4 = 32 (16-bit pairs)
