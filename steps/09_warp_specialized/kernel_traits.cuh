@@ -91,7 +91,7 @@ struct TensorMaps {
 //    consumer whose softmax runs long delays the other's turn). FlashAttention-3's ablation:
 //    582 → 661 TFLOP/s from this pipelining (+14%) with warp specialisation on.
 //
-// Prediction, both together, N ≥ 4096, non-causal: d = 128, from step 08's 510 TFLOP/s
+// Prediction, all three together, N ≥ 4096, non-causal: d = 128, from step 08's 510 TFLOP/s
 // (0.75–0.82× cuDNN) to 580–640 (0.85–0.95× cuDNN's 659–680); d = 64, from 426 to 450–500
 // (cuDNN 480–485: 0.95–1.0×). Causal: the same ratios minus the masked tiles' extra work
 // (step 08 loses ~12%). If the measurement lands at step 08's speed, the first suspect is
