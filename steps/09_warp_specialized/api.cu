@@ -237,7 +237,7 @@ StepInfo info() {
   StepInfo s;
   s.number = 9;
   s.name = kStepName;
-  s.lesson = "Hopper warp specialisation: a TMA producer, consumers in ping-pong, softmax hidden";
+  s.lesson = "warp specialisation: TMA producer, consumers in ping-pong, softmax under wgmma";
   s.dtypes = {DType::F16, DType::BF16};
   s.head_dims = {64, 128};
   s.max_head_dim = 128;
