@@ -225,10 +225,15 @@ bool probe(Layout layout) {
 // Part 2: roles, ring and turns
 // ---------------------------------------------------------------------------------------------
 
-/// \brief What the protocol kernel reports, in mapped host memory (readable after a trap).
+/// \brief Which wait timed out, in mapped host memory: readable after the trap that follows
+/// (plain stores: if several threads time out, one of their records survives).
+struct TimeoutLog {
+  int code;  // 0, or 1 full_q, 2 full_k, 3 full_v
+  int consumer, visit, parity;
+};
+
+/// \brief What the protocol kernel reports when it completes (device memory).
 struct ProbeLog {
-  int error;  // 0, or which wait timed out: 1 full_q, 2 full_k, 3 full_v
-  int error_consumer, error_visit, error_parity;
   int bad_values;    // tile elements that were not what the visit should hold
   int first_bad[4];  // what (1 Q, 2 K, 3 V), consumer, visit, value ×1 (as read)
   int turn_count;
@@ -239,15 +244,14 @@ constexpr long long kTimeoutClocks = 4000000000LL;  // ~2 s at the H200's ~1.98 
 
 /// \brief mbarrier_wait with a deadline: records `code` and traps when it passes.
 __device__ void wait_or_trap(uint32_t bar, uint32_t parity, int code, int consumer, int visit,
-                             volatile ProbeLog* log) {
+                             volatile TimeoutLog* timeout) {
   const long long start = clock64();
   while (!mbarrier_try_wait(bar, parity)) {
     if (clock64() - start > kTimeoutClocks) {
-      if (atomicCAS(const_cast<int*>(&log->error), 0, code) == 0) {
-        log->error_consumer = consumer;
-        log->error_visit = visit;
-        log->error_parity = static_cast<int>(parity);
-      }
+      timeout->consumer = consumer;
+      timeout->visit = visit;
+      timeout->parity = static_cast<int>(parity);
+      timeout->code = code;
       __threadfence_system();
       __trap();
     }
@@ -264,9 +268,9 @@ __device__ float tile_at(uint32_t tile, int rows, int row, int col) {
 }
 
 __device__ void check_value(float got, float want, int what, int consumer, int visit,
-                            volatile ProbeLog* log) {
+                            ProbeLog* log) {
   if (got == want) return;
-  if (atomicAdd(const_cast<int*>(&log->bad_values), 1) == 0) {
+  if (atomicAdd(&log->bad_values, 1) == 0) {
     log->first_bad[0] = what;
     log->first_bad[1] = consumer;
     log->first_bad[2] = visit;
@@ -279,10 +283,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     protocol_kernel(const __grid_constant__ CUtensorMap tma_q,
                     const __grid_constant__ CUtensorMap tma_k,
                     const __grid_constant__ CUtensorMap tma_v, bool heads_inner, int n_kv,
-                    ProbeLog* log_ptr) {
+                    ProbeLog* log, volatile TimeoutLog* timeout) {
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kD = Traits::kHeadDim;
   constexpr int kStages = Traits::kStages, kTile = Traits::kKVTileBytes;
-  volatile ProbeLog* log = log_ptr;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t sQ = base + Traits::kQOffset, sK = base + Traits::kKOffset;
@@ -302,7 +305,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   setmaxnreg_inc<Traits::kConsumerRegs>();
   const int c = wg - 1, r = tid % 128;  // r: the K/V row this thread checks (kBlockN = 128)
   grant_first_turn<Traits>(c);
-  wait_or_trap(bars.q, 0, 1, c, -1, log);
+  wait_or_trap(bars.q, 0, 1, c, -1, timeout);
   if (r < 64)
     for (int col : {0, kD - 1})
       check_value(tile_at(sQ, kBlockM, 64 * c + r, col), static_cast<float>(64 * c + r), 1, c, -1,
@@ -310,11 +313,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const auto key = [&](int visit) { return (num_tiles - 1 - visit) * kBlockN + r; };
   for (int j = 0; j <= num_tiles; ++j) {  // turn j: K of visit j, V of visit j − 1
     wait_turn<Traits>(c);
-    if (j < num_tiles) wait_or_trap(bars.full_k(j % kStages), (j / kStages) % 2, 2, c, j, log);
+    if (j < num_tiles) wait_or_trap(bars.full_k(j % kStages), (j / kStages) % 2, 2, c, j, timeout);
     if (j >= 1)
-      wait_or_trap(bars.full_v((j - 1) % kStages), ((j - 1) / kStages) % 2, 3, c, j - 1, log);
+      wait_or_trap(bars.full_v((j - 1) % kStages), ((j - 1) / kStages) % 2, 3, c, j - 1, timeout);
     if (r == 0) {
-      const int pos = atomicAdd(const_cast<int*>(&log->turn_count), 1);
+      const int pos = atomicAdd(&log->turn_count, 1);
       if (pos < 64) log->turns[pos] = c;
     }
     if (!(c == Traits::kNumConsumers - 1 && j == num_tiles)) pass_turn<Traits>(c);
@@ -366,17 +369,18 @@ bool probe_protocol(Layout layout, int n_kv) {
   t.k = dk;
   t.v = dv;
   const TensorMaps maps = make_tensor_maps(p, t, Traits::kBlockM, Traits::kBlockN);
-  ProbeLog* log = nullptr;
-  CUDA_CHECK(cudaHostAlloc(&log, sizeof(ProbeLog), cudaHostAllocMapped));
-  *log = ProbeLog{};
-  ProbeLog* dlog = nullptr;
-  CUDA_CHECK(cudaHostGetDevicePointer(&dlog, log, 0));
+  TimeoutLog* timeout = nullptr;  // mapped: the host reads it after a trap
+  CUDA_CHECK(cudaHostAlloc(&timeout, sizeof(TimeoutLog), cudaHostAllocMapped));
+  *timeout = TimeoutLog{};
+  TimeoutLog* dtimeout = nullptr;
+  CUDA_CHECK(cudaHostGetDevicePointer(&dtimeout, timeout, 0));
+  ProbeLog* dlog = to_device(std::vector<ProbeLog>(1));
   const auto kernel = protocol_kernel<Traits>;
   check_launch_registers<Traits>(kernel, "the protocol probe's kernel");
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Traits::kSmemBytes));
-  kernel<<<1, Traits::kNumThreads, Traits::kSmemBytes>>>(maps.q, maps.k, maps.v,
-                                                         layout == Layout::BNHD, n_kv, dlog);
+  kernel<<<1, Traits::kNumThreads, Traits::kSmemBytes>>>(
+      maps.q, maps.k, maps.v, layout == Layout::BNHD, n_kv, dlog, dtimeout);
   const cudaError_t launched = cudaGetLastError();
   const cudaError_t ran = launched == cudaSuccess ? cudaDeviceSynchronize() : launched;
   const int num_tiles = (n_kv + Traits::kBlockN - 1) / Traits::kBlockN;
@@ -386,11 +390,14 @@ bool probe_protocol(Layout layout, int n_kv) {
     std::printf(
         "FAIL  protocol d=%-3d %s T=%d: %s; consumer %d timed out on %s of visit %d, "
         "parity %d\n",
-        kD, layout_name(layout), num_tiles, cudaGetErrorString(ran), log->error_consumer,
-        barrier[log->error >= 0 && log->error <= 3 ? log->error : 0], log->error_visit,
-        log->error_parity);
+        kD, layout_name(layout), num_tiles, cudaGetErrorString(ran), timeout->consumer,
+        barrier[timeout->code >= 0 && timeout->code <= 3 ? timeout->code : 0], timeout->visit,
+        timeout->parity);
     std::exit(1);  // the context is gone: nothing after this can run
   }
+  ProbeLog host_log;
+  CUDA_CHECK(cudaMemcpy(&host_log, dlog, sizeof(ProbeLog), cudaMemcpyDeviceToHost));
+  const ProbeLog* log = &host_log;
   bool order_ok = log->turn_count == kC * (num_tiles + 1);
   if (Traits::kPingPong)  // without ping-pong the turns may come in any order
     for (int i = 0; i < log->turn_count && i < 64; ++i) order_ok &= log->turns[i] == i % kC;
@@ -407,8 +414,9 @@ bool probe_protocol(Layout layout, int n_kv) {
     for (int i = 0; i < log->turn_count && i < 64; ++i) std::printf(" %d", log->turns[i]);
     std::printf("\n");
   }
-  CUDA_CHECK(cudaFreeHost(log));
-  for (void* ptr : {static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv)})
+  CUDA_CHECK(cudaFreeHost(timeout));
+  for (void* ptr : {static_cast<void*>(dq), static_cast<void*>(dk), static_cast<void*>(dv),
+                    static_cast<void*>(dlog)})
     CUDA_CHECK(cudaFree(ptr));
   return ok;
 }
