@@ -62,7 +62,7 @@
 // than the one it loads; those are released by consumers in iterations that need only tiles
 // loaded earlier. A consumer in turn j waits only for full_k[j] and full_v[j − 1], loaded
 // once every consumer has released visit j − kStages ≤ j − 2, which the others did before
-// their own turn j − 1 ended (they release K in their iteration j − 2 and V at its end).
+// their own turn j − 1 began (they release K in their iteration j − 2 and V at its end).
 //
 // When it fails or hangs, in this order:
 //   1. build/bin/probe_09_warp_specialized. Part 1 failing: the TMA/wgmma layer (as step
