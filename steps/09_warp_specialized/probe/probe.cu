@@ -320,6 +320,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       const int pos = atomicAdd(&log->turn_count, 1);
       if (pos < 64) log->turns[pos] = c;
     }
+    __syncwarp();  // bar.arrive is .aligned: the whole warp, converged
     if (!(c == Traits::kNumConsumers - 1 && j == num_tiles)) pass_turn<Traits>(c);
     if (j < num_tiles) {
       const float want = key(j) < n_kv ? static_cast<float>(key(j)) : 0.f;
