@@ -53,7 +53,7 @@ struct TensorMaps {
 //   warpgroups 1…C     the consumers: consumer c owns query rows [64c, 64c + 64) of the block;
 //                      setmaxnreg.inc to kConsumerRegs
 //
-// Three techniques, each with what it should buy (our prediction; the lead measures):
+// Three techniques, each with what it should buy (predictions, to be measured):
 //
 // 1. Warp specialisation + register reallocation. The producer no longer sits in a consumer's
 //    instruction stream (step 08's thread 0 waited on an empty barrier in the middle of the
