@@ -74,7 +74,8 @@
 //      wait_group 0 (O still accumulating), P packed before it (P V still reading it); the
 //      suite's causal and ragged-N tests single out the mask on overlapped tiles.
 //   4. Slower than step 08: ptxas's "wgmma serialized" warnings (none now), then the turns
-//      (KernelTraits' kPingPong = false in FwdConfig: the same kernel without ping-pong).
+//      (KernelTraits' kPingPong = false in FwdConfig: the same kernel without ping-pong; and
+//      kOverlap = false: without the softmax under its own P V; bin/variants_09 times both).
 #pragma once
 
 #include <cuda.h>
@@ -380,7 +381,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       pass_turn<Traits>(c);
       fence_p(pa);  // P V still reads them: nothing may be moved across the waits below
 
-      wgmma_wait_group<1>();  // groups complete in order: S_j is done, P V may still run
+      // Groups complete in order: S_j is done, P V may still run (without kOverlap: both done).
+      wgmma_wait_group<Traits::kOverlap ? 1 : 0>();
       fence_operands(s);
       mbarrier_arrive(bars.empty_k(stage));
       softmax_to_p(s, it, alpha);

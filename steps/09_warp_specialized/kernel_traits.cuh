@@ -127,7 +127,7 @@ struct TensorMaps {
 //                             (bar.sync) and 128 from consumer c − 1 mod C (bar.arrive)
 // ---------------------------------------------------------------------------------------------
 template <int kHeadDim_, int kNumConsumers_, int kBlockN_, int kStages_, class Element_,
-          bool kPingPong_ = true>
+          bool kPingPong_ = true, bool kOverlap_ = true>
 struct KernelTraits {
   using Element = Element_;                             // __nv_bfloat16 or __half: Q, K, V, O and P
   static constexpr int kHeadDim = kHeadDim_;            // d
@@ -138,6 +138,9 @@ struct KernelTraits {
   // Consumers take turns to issue their wgmmas (technique 2). false: every consumer issues
   // when it is ready (the ablation of ping-pong alone; the turn barriers go unused).
   static constexpr bool kPingPong = kPingPong_;
+  // The softmax of S_j runs under this warpgroup's own P_{j−1} V_{j−1} (technique 3). false:
+  // it waits for both before the softmax (the ablation of the overlap alone).
+  static constexpr bool kOverlap = kOverlap_;
 
   static constexpr int kNumThreads = 128 * (kNumConsumers + 1);  // + the producer warpgroup
   static constexpr int kNumConsumerThreads = 128 * kNumConsumers;
