@@ -21,8 +21,9 @@
 //   128  128 × 128           2 consumers + 1  2       161 KB  168 → 240 (producer 24)        none
 //
 // One CTA per SM either way. Not yet: a persistent tile scheduler (kernel_traits.cuh: why not
-// yet), FP8, TMA stores of O, clusters and multicast. No chapter yet. fp16/bf16 only, d = 64
-// and 128, and only on compute capability 9.0 (H100, H200, GH200): sm_90a code.
+// yet), FP8, TMA stores of O, clusters and multicast. Chapter 9 (docs/09-warp-specialized.md)
+// explains it. fp16/bf16 only, d = 64 and 128, and only on compute capability 9.0 (H100, H200,
+// GH200): sm_90a code.
 //
 // Files, in reading order:
 //   hopper.cuh              mbarrier, TMA, wgmma, setmaxnreg, named barriers
