@@ -18,7 +18,7 @@ usage: scripts/exercise.sh COMMAND [ARGS]
                   exercise's are restored from git
   further [TASK]  the going-further tasks, or run one task's test
 
-NN is the step number: 00 (the CPU exercise, no GPU needed) to 08. The build directory is
+NN is the step number: 00 (the CPU exercise, no GPU needed) to 09. The build directory is
 the one scripts/test.sh uses (build/, or build-ci/ under CI=true); FA_BUILD_DIR=dir picks
 another.
 USAGE
@@ -88,7 +88,7 @@ case "$cmd" in
     rc=${PIPESTATUS[0]}
     set -e
     if grep -q '\*\*\*Skipped' "$log"; then
-      # No usable device, or one the step refuses (exercise 08 off compute capability 9.0).
+      # No usable device, or one the step refuses (exercises 08 and 09 off compute capability 9.0).
       echo "note: the GPU tests were skipped, not passed: this GPU (or none) cannot run them;"
       echo "      the SKIPPED line above says why"
     elif [ "$rc" = 0 ]; then

@@ -122,21 +122,24 @@ TEST_CASE("each step's device check accepts an H200-sized launch and rejects an 
   }
 }
 
-TEST_CASE("step 08 refuses every device but compute capability 9.0, naming the need",
+TEST_CASE("the Hopper steps refuse every device but compute capability 9.0, naming the need",
           "[registry]") {
-  const fa::StepInfo* s = fa::find_step("08_tma_wgmma");
-  if (s == nullptr) return;  // not built: nvcc older than 12.0 cannot target sm_90a
-  REQUIRE(s->check_device != nullptr);
-  const fa::Problem p = ok_problem(*s);
-  CHECK(s->check_device(p, h200_limits()).empty());
-  for (const auto& [major, minor] : std::vector<std::pair<int, int>>{{8, 0}, {8, 9}, {10, 0}}) {
-    fa::DeviceLimits other = h200_limits();
-    other.major = major;
-    other.minor = minor;
-    INFO("compute capability " << major << "." << minor);
-    const std::string e = s->check_device(p, other);
-    CHECK(mentions(e, "needs compute capability 9.0"));
-    CHECK(mentions(e, std::to_string(major) + "." + std::to_string(minor)));
-    CHECK(mentions(e, s->name));
+  for (const char* name : {"08_tma_wgmma", "09_warp_specialized"}) {
+    INFO("step " << name);
+    const fa::StepInfo* s = fa::find_step(name);
+    if (s == nullptr) continue;  // not built: nvcc older than 12.0 cannot target sm_90a
+    REQUIRE(s->check_device != nullptr);
+    const fa::Problem p = ok_problem(*s);
+    CHECK(s->check_device(p, h200_limits()).empty());
+    for (const auto& [major, minor] : std::vector<std::pair<int, int>>{{8, 0}, {8, 9}, {10, 0}}) {
+      fa::DeviceLimits other = h200_limits();
+      other.major = major;
+      other.minor = minor;
+      INFO("compute capability " << major << "." << minor);
+      const std::string e = s->check_device(p, other);
+      CHECK(mentions(e, "needs compute capability 9.0"));
+      CHECK(mentions(e, std::to_string(major) + "." + std::to_string(minor)));
+      CHECK(mentions(e, s->name));
+    }
   }
 }
