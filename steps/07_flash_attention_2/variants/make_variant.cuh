@@ -22,13 +22,17 @@ Variant make_variant(std::string name, std::string change) {
              (T::kSkipRescale ? ", skip α=1" : ", always rescale");
   v.head_dim = T::kHeadDim;
   v.smem_bytes = T::kSmemBytes;
-  v.launch = [](const FwdParams& p, cudaStream_t s) {
+  v.run = [](const Problem& prob, const DeviceTensors& t) {
+    const FwdParams p = make_fwd_params(prob, t);
     if (p.causal)
-      launch_flash_fwd<T, true>(p, s);
+      launch_flash_fwd<T, true>(p, nullptr);
     else
-      launch_flash_fwd<T, false>(p, s);
+      launch_flash_fwd<T, false>(p, nullptr);
   };
-  CUDA_CHECK(cudaFuncGetAttributes(&v.attr, flash_fwd_kernel<T, false>));
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, flash_fwd_kernel<T, false>));
+  v.regs = attr.numRegs;
+  v.spill = static_cast<int>(attr.localSizeBytes);
   return v;
 }
 

@@ -1,0 +1,191 @@
+// variants_table.cpp — see variants_table.h.
+#include "variants_table.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "common/cuda_check.h"
+#include "common/device_problem.h"
+#include "common/inputs.h"
+#include "common/launch.h"
+#include "common/perf.h"
+#include "reference/compare.h"
+#include "steps/harness/cli.h"
+
+namespace fa::variants {
+namespace {
+
+/// The check of one variant: "" when every problem passes, else the first failure.
+std::string check_variant(const Variant& v) {
+  const Problem problems[] = {
+      make_problem(1, 4, 2, 77, 300, v.head_dim, true),
+      make_problem(2, 2, 2, 300, 129, v.head_dim, false, Layout::BHND),
+      make_problem(1, 2, 1, 256, 256, v.head_dim, true),
+      make_problem(1, 2, 2, 129, 1000, v.head_dim, false),
+  };
+  std::uint64_t seed = 1234;
+  for (Problem p : problems) {
+    p.dtype = DType::BF16;
+    const HostInputs in = make_inputs(p, Distribution::Normal, ++seed);
+    DeviceProblem dev(in, 0);  // outputs poisoned (NaN) on upload
+    v.run(p, dev.tensors());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> o, lse;
+    dev.download(&o, &lse);
+    const std::string e = ref::verdict(p, o, lse, ref::expected_for(in));
+    if (!e.empty()) return p.describe() + ": " + e;
+  }
+  return {};
+}
+
+struct Row {
+  const StepInfo* step = nullptr;  // a registered step, run through run_step
+  const Variant* variant = nullptr;  // or a variant
+  std::string name, change, config;
+  int regs = 0, spill = 0, smem = 0;
+  std::string check;           // "ok" or why not
+  std::vector<double> tflops;  // per (causal, N)
+};
+
+}  // namespace
+
+int run_main(const Table& table, int argc, char** argv) try {
+  CLI::App app{table.title + " (bf16, the benchmark's shapes)"};
+  std::vector<int> dims = table.head_dims, ns{1024, 4096, 16384};
+  int reps = 30, warmup = 5;
+  std::string out_md, meta;
+  app.add_option("--d", dims, "head dims, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::IsMember(table.head_dims))
+      ->capture_default_str();
+  const CLI::Range n_range(1, 16384);
+  const CLI::Validator divides(
+      [n_range](std::string& s) -> std::string {
+        if (std::string e = n_range(s); !e.empty()) return e;
+        int n = 0;  // read as CLI11 reads it (n_range accepted it: 1 <= n <= 16384)
+        if (!CLI::detail::lexical_cast(s, n) || n < 1 || 16384 % n != 0)
+          return "Value " + s + " does not divide 16384 (B = 16384 / N)";
+        return {};
+      },
+      "divisors of 16384");
+  app.add_option("--ns", ns, "sequence lengths N, comma-separated (B = 16384 / N, H = 2048 / d)")
+      ->delimiter(',')
+      ->check(divides)
+      ->capture_default_str();
+  app.add_option("--reps", reps, "timed runs per measurement (median reported)")
+      ->check(cli::int_range(1, 10000))
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed runs first")
+      ->check(cli::int_range(0, 10000))
+      ->capture_default_str();
+  app.add_option("--out-md", out_md, "also write the tables to this Markdown file");
+  app.add_option("--meta", meta, "a line for the top of the Markdown (GPU, driver, commit)");
+  FA_CLI_PARSE(app, argc, argv);
+
+  if (!no_usable_device().empty()) {
+    std::cerr << "error: no CUDA device: this program times kernels and needs a GPU\n";
+    return 77;
+  }
+  const DeviceLimits limits = device_limits(0);
+
+  std::ostringstream md;
+  md << "# " << table.title << " (bf16, B·N = 16384, H·d = 2048, [B, N, H, d])\n\n";
+  if (!meta.empty()) md << meta << "\n\n";
+  md << "TFLOP/s (4·B·H·N²·d, halved when causal), median of " << reps << " runs after " << warmup
+     << " warm-ups, every configuration in one process (build/bin/" << table.program << "). "
+     << "Each variant first passes the tests' judge against the double reference on four "
+        "small awkward problems (tails, N_q ≠ N_kv, causal, GQA, both layouts). regs / spill: "
+        "registers per thread and local-memory bytes of the non-causal kernel.\n";
+
+  for (int d : dims) {
+    const std::vector<Variant> variants = table.variants_for(d);
+    std::vector<Row> rows;
+    for (const std::string& name : table.steps) {
+      const StepInfo* s = find_step(name);
+      if (!s || !device_refusal(*s, limits).empty()) continue;
+      Row r;
+      r.step = s;
+      r.name = name;
+      r.change = table.step_change(*s);
+      r.config = "-";
+      r.check = "tests";
+      rows.push_back(r);
+    }
+    for (const Variant& v : variants) {
+      Row r;
+      r.variant = &v;
+      r.name = v.name;
+      r.change = v.change;
+      r.config = v.config;
+      r.regs = v.regs;
+      r.spill = v.spill;
+      r.smem = v.smem_bytes;
+      const std::string e = check_variant(v);
+      r.check = e.empty() ? "ok" : "FAILS: " + e;
+      std::cerr << "d=" << d << " " << v.name << " (" << v.config << "): check " << r.check << "\n";
+      rows.push_back(r);
+    }
+
+    for (bool causal : {false, true})
+      for (int n : ns) {
+        Problem p = make_problem(16384 / n, 2048 / d, 2048 / d, n, n, d, causal);
+        p.dtype = DType::BF16;
+        const HostInputs in = make_inputs(p, Distribution::Normal, 42);
+        DeviceProblem dev(in, 0);
+        const double flops = attention_flops(p);
+        for (Row& r : rows) {
+          double ms = 0;
+          if (r.step) {
+            ms = time_median_ms([&] { run_step(*r.step, p, dev.tensors(), nullptr); }, warmup,
+                                reps);
+          } else if (r.check == "ok") {
+            ms = time_median_ms([&] { r.variant->run(p, dev.tensors()); }, warmup, reps);
+          } else {  // failed its check: not timed
+            r.tflops.push_back(0);
+            continue;
+          }
+          CUDA_CHECK(cudaGetLastError());
+          r.tflops.push_back(flops / (ms * 1e-3) / 1e12);
+          std::cerr << "  d=" << d << (causal ? " causal " : " full ") << "N=" << n << " " << r.name
+                    << ": " << ms << " ms\n";
+        }
+      }
+
+    md << "\n## d = " << d << "\n\n| version | change | configuration | regs | spill | smem "
+       << "| check |";
+    for (const char* c : {"", " causal"})
+      for (int n : ns) md << " N=" << n << c << " |";
+    md << "\n|---|---|---|---|---|---|---|";
+    for (std::size_t i = 0; i < 2 * ns.size(); ++i) md << "---|";
+    md << "\n";
+    for (const Row& r : rows) {
+      md << "| " << r.name << " | " << r.change << " | " << r.config << " | "
+         << (r.regs ? std::to_string(r.regs) : "-") << " | "
+         << (r.regs ? std::to_string(r.spill) + " B" : "-") << " | "
+         << (r.smem ? std::to_string(r.smem / 1024) + " KiB" : "-") << " | " << r.check << " |";
+      for (double t : r.tflops) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, " %.1f |", t);
+        md << (t > 0 ? buf : " – |");
+      }
+      md << "\n";
+    }
+  }
+  std::cout << md.str();
+  if (!out_md.empty()) {
+    std::ofstream f(out_md);
+    f << md.str();
+    if (!f) {
+      std::cerr << "error: --out-md: cannot write " << out_md << "\n";
+      return 1;
+    }
+  }
+  return 0;
+} catch (const std::exception& e) {
+  return cli::fail(e);
+}
+
+}  // namespace fa::variants
