@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdint>
 #include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace fa {
 namespace {
@@ -142,6 +145,39 @@ std::string verdict(const Problem& p, const std::vector<float>& o, const std::ve
   if (e.empty())
     e = judge(compare_lse(p, lse, want.ref.lse), compare_lse(p, want.plain_lse, want.ref.lse), "L",
               p.dtype);
+  return e;
+}
+
+ExpectedBackward expected_backward(const HostInputs& in, std::vector<float> d_o) {
+  const Problem& p = in.problem;
+  ExpectedBackward e;
+  const Result forward = attention(p, in.q.data(), in.k.data(), in.v.data());
+  e.o.assign(forward.o.begin(), forward.o.end());
+  e.lse.assign(forward.lse.begin(), forward.lse.end());
+  e.d_o = std::move(d_o);
+  if (e.d_o.size() != static_cast<std::size_t>(p.q_elems()))
+    throw std::invalid_argument("d_o holds " + std::to_string(e.d_o.size()) +
+                                " values; the problem's Q holds " + std::to_string(p.q_elems()));
+  e.ref = attention_backward(p, in.q.data(), in.k.data(), in.v.data(), e.d_o.data(), &forward);
+  e.plain = attention_backward_plain(p, in.q.data(), in.k.data(), in.v.data(), e.d_o.data());
+  return e;
+}
+
+std::string verdict_backward(const Problem& p, const std::vector<float>& dq,
+                             const std::vector<float>& dk, const std::vector<float>& dv,
+                             const ExpectedBackward& want) {
+  // K and V are laid out like Q of a problem with N_kv rows and H_kv heads.
+  Problem kv = p;
+  kv.n_q = p.n_kv;
+  kv.heads_q = p.heads_kv;
+  std::string e = judge(compare_output(p, dq, want.ref.dq),
+                        compare_output(p, want.plain.dq, want.ref.dq), "dQ", p.dtype, p.dtype);
+  if (e.empty())
+    e = judge(compare_output(kv, dk, want.ref.dk), compare_output(kv, want.plain.dk, want.ref.dk),
+              "dK", p.dtype, p.dtype);
+  if (e.empty())
+    e = judge(compare_output(kv, dv, want.ref.dv), compare_output(kv, want.plain.dv, want.ref.dv),
+              "dV", p.dtype, p.dtype);
   return e;
 }
 

@@ -12,6 +12,7 @@
 #include "common/inputs.h"
 #include "common/problem.h"
 #include "reference/attention.h"
+#include "reference/backward.h"
 
 namespace fa {
 
@@ -116,5 +117,32 @@ Expected expected_for(const HostInputs& in);
 /// \param want expected_for() of the inputs \return "" on a pass, otherwise why not
 std::string verdict(const Problem& p, const std::vector<float>& o, const std::vector<float>& lse,
                     const Expected& want);
+
+/// \brief What a backward kernel is given and what it must give, for one input: the forward's
+/// O and L (from the double reference, rounded to float: the backward is judged alone), dO,
+/// the double reference's gradients on that forward and the plain float oracle's.
+struct ExpectedBackward {
+  std::vector<float> o;  ///< O, the kernel's input (Q's layout)
+  std::vector<float>
+      lse;  ///< L, the kernel's input ([B, H_q, N_q]; −inf for a row that sees no key)
+  std::vector<float> d_o;  ///< dO, the kernel's input (Q's layout)
+  Gradients ref;           ///< attention_backward() on the same forward
+  GradientsPlain plain;    ///< attention_backward_plain(): the yardstick
+};
+
+/// \brief Computes a backward case: O and L from attention(), the gradients of both
+/// implementations. \param in Q, K, V \param d_o dO, q_elems() values in Q's layout
+/// \return the inputs and the expected gradients
+ExpectedBackward expected_backward(const HostInputs& in, std::vector<float> d_o);
+
+/// \brief The verdict on a backward kernel's gradients: dQ, dK and dV each judged by the
+/// tolerance policy (judge()) against the double reference, with the plain oracle's errors as
+/// the yardstick, stored in the problem's dtype. dK and dV are compared in K's layout, their
+/// messages naming (b, K/V head, key, dim).
+/// \param p the problem \param dq dQ \param dk dK \param dv dV (as float, in their layouts)
+/// \param want expected_backward() of the inputs \return "" on a pass, otherwise why not
+std::string verdict_backward(const Problem& p, const std::vector<float>& dq,
+                             const std::vector<float>& dk, const std::vector<float>& dv,
+                             const ExpectedBackward& want);
 
 }  // namespace fa::ref

@@ -824,3 +824,36 @@ TEST_CASE("backward: a row that sees no key has zero gradients and its dO change
   CHECK(plain2.dv == plain.dv);
   CHECK(plain2.dq == plain.dq);
 }
+
+TEST_CASE("backward verdict: the plain gradients pass, one wrong element or a NaN fails",
+          "[cpu][backward]") {
+  // The judgement a backward kernel gets (compare.h, verdict_backward), tried on outputs whose
+  // errors are known: the plain oracle's own (within its bound by construction) and those
+  // with one element moved or never written. GQA and N_q != N_kv, so dK and dV are compared
+  // in K's layout, which differs from Q's.
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  const bool causal = GENERATE(false, true);
+  const Problem p = make_problem(2, 4, 2, 9, 13, 8, causal, layout);
+  const fa::HostInputs in = fa::make_inputs(p, fa::Distribution::Normal, 830);
+  const fa::ref::ExpectedBackward want =
+      fa::ref::expected_backward(in, fa::make_inputs(p, fa::Distribution::Normal, 831).q);
+  REQUIRE(want.o.size() == static_cast<std::size_t>(p.q_elems()));
+  REQUIRE(want.lse.size() == static_cast<std::size_t>(p.lse_elems()));
+  const auto& pl = want.plain;
+  CHECK(fa::ref::verdict_backward(p, pl.dq, pl.dk, pl.dv, want).empty());
+
+  auto moved = [](std::vector<float> x) {
+    x[x.size() / 3] += 0.05f;
+    return x;
+  };
+  CHECK(fa::ref::verdict_backward(p, moved(pl.dq), pl.dk, pl.dv, want).rfind("dQ:", 0) == 0);
+  CHECK(fa::ref::verdict_backward(p, pl.dq, moved(pl.dk), pl.dv, want).rfind("dK:", 0) == 0);
+  CHECK(fa::ref::verdict_backward(p, pl.dq, pl.dk, moved(pl.dv), want).rfind("dV:", 0) == 0);
+  std::vector<float> nan_dv = pl.dv;
+  nan_dv.back() = std::numeric_limits<float>::quiet_NaN();
+  const std::string e = fa::ref::verdict_backward(p, pl.dq, pl.dk, nan_dv, want);
+  CHECK(e.rfind("dV: 1 non-finite mismatches", 0) == 0);
+  // The last element of dV in K's layout: batch 1, K/V head 1, key 12, dim 7.
+  CHECK(e.find("(b=1, h=1, i=12, j=7)") != std::string::npos);
+  CHECK_THROWS_AS(fa::ref::expected_backward(in, std::vector<float>(3)), std::invalid_argument);
+}
