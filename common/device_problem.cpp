@@ -4,6 +4,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "common/cuda_check.h"
 
@@ -78,6 +80,69 @@ void DeviceProblem::download(std::vector<float>* o, std::vector<float>* lse) con
 
 std::size_t DeviceProblem::device_bytes() const {
   return q_.bytes() + k_.bytes() + v_.bytes() + o_.bytes() + lse_.bytes() + workspace_.bytes();
+}
+
+DeviceBackward::DeviceBackward(const HostInputs& in, const std::vector<float>& o,
+                               const std::vector<float>& lse, const std::vector<float>& d_o,
+                               std::size_t workspace_bytes)
+    : p_(in.problem),
+      q_(in.q.size() * dtype_size(p_.dtype)),
+      k_(in.k.size() * dtype_size(p_.dtype)),
+      v_(in.v.size() * dtype_size(p_.dtype)),
+      o_(in.q.size() * dtype_size(p_.dtype)),
+      lse_(static_cast<std::size_t>(p_.lse_elems()) * sizeof(float)),
+      d_o_(in.q.size() * dtype_size(p_.dtype)),
+      dq_(in.q.size() * dtype_size(p_.dtype)),
+      dk_(in.k.size() * dtype_size(p_.dtype)),
+      dv_(in.v.size() * dtype_size(p_.dtype)),
+      workspace_(workspace_bytes) {
+  const std::size_t nq = in.q.size(), nl = static_cast<std::size_t>(p_.lse_elems());
+  if (o.size() != nq || d_o.size() != nq || lse.size() != nl)
+    throw std::invalid_argument("DeviceBackward: o and d_o must hold " + std::to_string(nq) +
+                                " values and lse " + std::to_string(nl) + " (got " +
+                                std::to_string(o.size()) + ", " + std::to_string(d_o.size()) +
+                                ", " + std::to_string(lse.size()) + ")");
+  upload_as(p_.dtype, in.q.data(), in.q.size(), q_.get());
+  upload_as(p_.dtype, in.k.data(), in.k.size(), k_.get());
+  upload_as(p_.dtype, in.v.data(), in.v.size(), v_.get());
+  upload_as(p_.dtype, o.data(), nq, o_.get());
+  upload_as(DType::F32, lse.data(), nl, lse_.get());
+  upload_as(p_.dtype, d_o.data(), nq, d_o_.get());
+  poison();
+}
+
+void DeviceBackward::poison() {
+  // 0xFF bytes are a NaN in fp32, fp16 and bf16 alike. The workspace too: a step may not
+  // count on finding it zeroed.
+  for (const DeviceBuffer* b : {&dq_, &dk_, &dv_, &workspace_})
+    if (b->bytes() > 0) CUDA_CHECK(cudaMemset(b->get(), 0xFF, b->bytes()));
+}
+
+BackwardTensors DeviceBackward::tensors() const {
+  BackwardTensors t;
+  t.q = q_.get();
+  t.k = k_.get();
+  t.v = v_.get();
+  t.o = o_.get();
+  t.lse = lse_.as<float>();
+  t.d_o = d_o_.get();
+  t.dq = dq_.get();
+  t.dk = dk_.get();
+  t.dv = dv_.get();
+  return t;
+}
+
+void DeviceBackward::download(std::vector<float>* dq, std::vector<float>* dk,
+                              std::vector<float>* dv) const {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto nq = static_cast<std::size_t>(p_.q_elems());
+  const auto nkv = static_cast<std::size_t>(p_.kv_elems());
+  dq->resize(nq);
+  dk->resize(nkv);
+  dv->resize(nkv);
+  download_as(p_.dtype, dq_.get(), nq, dq->data());
+  download_as(p_.dtype, dk_.get(), nkv, dk->data());
+  download_as(p_.dtype, dv_.get(), nkv, dv->data());
 }
 
 }  // namespace fa
