@@ -48,7 +48,7 @@
 // Memory: nothing N × N. The workspace holds the fp32 dQ accumulator, B·H_q·N_q·d floats (the
 // size of Q in fp32), and D, B·H_q·N_q floats: O(N · d) and O(N). Shared memory per block:
 // the K, V, Q and dO tiles (rows padded to d + 1 floats), P and dS (kBlockM × (kBlockN + 1))
-// and L and D for the tile's rows: 75 KB at d = 128.
+// and L and D for the tile's rows: 74,752 bytes at d = 128.
 //
 // The forward pass is not part of this step: the step has a backward entry only (run is
 // null), and its tests take O and L from the reference, so a backward error is never a forward
@@ -57,9 +57,10 @@
 // Build and test:
 //   cmake --build build --target test_10_backward && ctest --test-dir build -L 10_backward
 //
-// Not yet: speed. Every product here is a plain loop over shared memory, one FFMA per two
-// shared loads, like step 02; register blocking (step 04) and tensor cores (steps 05-08) are
-// the next steps' work. Only fp32.
+// Not yet: speed. Every product here is a plain loop over shared memory, two shared-memory
+// loads per FFMA; register blocking (step 04) and tensor cores (steps 05-08) are the next
+// backward step's work. Only fp32. Zero weights are skipped by a branch (add_weighted), which
+// costs time in the inner loops and is kept for the masking guarantee above.
 #include <cuda_runtime.h>
 
 #include <algorithm>
