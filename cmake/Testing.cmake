@@ -18,7 +18,7 @@ endfunction()
 # fa_add_gpu_backward_tests(name exe): the same for a backward step's test program, built from
 # tests/test_backward.cpp: one ctest entry per group, labels "gpu;<name>;backward".
 function(fa_add_gpu_backward_tests name exe)
-  foreach(group shapes causal gqa layout distributions edges determinism)
+  foreach(group shapes causal gqa layout distributions edges numerics determinism)
     add_test(NAME ${name}/${group} COMMAND ${exe} "[${group}]")
     set_tests_properties(${name}/${group} PROPERTIES
       LABELS "gpu;${name};backward" SKIP_RETURN_CODE 77 TIMEOUT 900)

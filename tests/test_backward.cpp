@@ -37,13 +37,17 @@ struct Grads {
   std::vector<float> dq, dk, dv;
 };
 
-/// A backward case: Q, K, V from `seed`, dO from a seed derived from it, O and L from the
-/// double reference, and the expected gradients.
+// Changes Q, K, V or dO of a case before it runs (numerics tests plant NaN and Inf).
+using Plant = void (*)(fa::HostInputs&, std::vector<float>& d_o);
+
+/// A backward case: Q, K, V from `seed`, dO from a seed derived from it (then `plant`, if
+/// any), O and L from the double reference, and the expected gradients.
 std::pair<fa::HostInputs, ExpectedBackward> make_case(const Problem& p, Distribution dist,
-                                                      std::uint64_t seed) {
+                                                      std::uint64_t seed, Plant plant = nullptr) {
   fa::HostInputs in = fa::make_inputs(p, dist, seed);
   // dO ~ N(0, 1) in the problem's dtype: the Q of inputs drawn from another seed.
   std::vector<float> d_o = fa::make_inputs(p, Distribution::Normal, seed ^ 0x9e3779b97f4a7c15ull).q;
+  if (plant) plant(in, d_o);
   ExpectedBackward want = fa::ref::expected_backward(in, std::move(d_o));
   return {std::move(in), std::move(want)};
 }
@@ -69,14 +73,15 @@ std::string verdict(const Problem& p, const Grads& g, const ExpectedBackward& wa
 std::vector<int> dims_for(const StepInfo& s) { return fa::test::dims_for(s, {16, 32, 64, 128}); }
 
 // The one check every group uses, once per dtype the step supports.
-void check_case(const StepInfo& step, Problem p, Distribution dist = Distribution::Normal) {
+void check_case(const StepInfo& step, Problem p, Distribution dist = Distribution::Normal,
+                Plant plant = nullptr) {
   for (fa::DType t : step.dtypes) {
     p.dtype = t;
     const std::uint64_t seed = next_seed();
     INFO(step.name << " backward: " << p.describe() << " dist=" << fa::distribution_name(dist)
                    << " case seed " << seed << ", replay with FA_SEED=" << base_seed());
     REQUIRE(fa::check_step(step, p).empty());
-    const auto [in, want] = make_case(p, dist, seed);
+    const auto [in, want] = make_case(p, dist, seed, plant);
     const std::string e = verdict(p, run_backward_on_device(step, in, want), want);
     INFO(e);
     CHECK(e.empty());
@@ -231,6 +236,42 @@ TEST_CASE("backward: bitwise-identical gradients where the step promises them", 
       if (step->backward_deterministic_dq) REQUIRE(same(a.dq, b.dq));
       // What is not promised bitwise must still pass on every run.
       REQUIRE(verdict(p, b, want).empty());
+    }
+  }
+}
+
+// Masking at its edges, with values planted after drawing; the double reference and the plain
+// oracle see the same values, and NaN/Inf must match element by element.
+//  - NaN in K and V of the last key, causal: only the rows that see that key (the last rows)
+//    may turn NaN; every other row's dQ stays finite, as the reference's does. A kernel that
+//    multiplies a masked weight of 0 by the NaN fails here.
+//  - dO = +Inf on the rows that see no key (N_q > N_kv, causal), in a Q tile shared with rows
+//    that do see keys: their P is 0 and must not meet the Inf (0 · Inf is NaN); the gradients
+//    are those of a finite dO.
+TEST_CASE("backward numerics: NaN and Inf where the mask hides them", "[numerics]") {
+  for (const StepInfo* step : backward_steps()) {
+    if (!step->causal) continue;
+    for (int d : dims_for(*step)) {
+      const Plant nan_last_key = [](fa::HostInputs& in, std::vector<float>&) {
+        const fa::Problem& p = in.problem;
+        const fa::Strides s = p.kv_strides();
+        const auto at = static_cast<std::size_t>((p.n_kv - 1) * s.row);  // head 0
+        in.k[at + 3 % p.head_dim] = NAN;
+        in.v[at + 2 % p.head_dim] = NAN;
+      };
+      check_case(*step, make_problem(1, 2, 2, 77, 77, d, true), Distribution::Normal, nan_last_key);
+      if (step->gqa)
+        check_case(*step, make_problem(1, 4, 2, 50, 77, d, true), Distribution::Normal,
+                   nan_last_key);
+      check_case(*step, make_problem(1, 2, 2, 100, 50, d, true), Distribution::Normal,
+                 [](fa::HostInputs& in, std::vector<float>& d_o) {
+                   const fa::Problem& p = in.problem;
+                   const fa::Strides s = p.q_strides();
+                   for (int h = 0; h < p.heads_q; ++h)
+                     for (int i = 0; p.kv_end(i) == 0; ++i)  // rows 0 .. N_q - N_kv - 1
+                       for (int x = 0; x < p.head_dim; ++x)
+                         d_o[static_cast<std::size_t>(h * s.head + i * s.row + x)] = INFINITY;
+                 });
     }
   }
 }
