@@ -733,7 +733,9 @@ TEST_CASE("plain float backward matches the double backward", "[cpu][backward]")
 TEST_CASE("backward: nothing crosses the causal mask", "[cpu][backward]") {
   // Causal, N_q = 6, N_kv = 9: row i sees keys [0, i + 4). With dO = 0 on rows r and below,
   // the rows that carry a gradient (i < r) see keys [0, r + 3) only, so keys r + 3 and on
-  // must get dK = dV = 0 exactly — while the keys those rows do see must not all be 0.
+  // must get dK = dV = 0 exactly — while the keys those rows do see must not all be 0. Their
+  // dS is 0 because their P is, so their dK rounding floor must be exactly 0 too (the keys
+  // the rows see get a floor > 0).
   const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
   const Problem p = make_problem(1, 2, 1, 6, 9, 8, true, layout);
   const int r = 3, hidden_from = p.kv_end(r - 1);
@@ -753,11 +755,13 @@ TEST_CASE("backward: nothing crosses the causal mask", "[cpu][backward]") {
   for (int j = 0; j < p.n_kv; ++j)
     for (int t = 0; t < p.head_dim; ++t) {
       const std::int64_t at = j * kvs.row + t;
+      CAPTURE(j, t);
       if (j < hidden_from) {
         seen = std::max({seen, std::abs(g.dk[at]), std::abs(g.dv[at])});
+        CHECK(g.dk_floor[at] > 0.0);
         continue;
       }
-      CAPTURE(j, t);
+      CHECK(g.dk_floor[at] == 0.0);
       CHECK(g.dk[at] == 0.0);
       CHECK(g.dv[at] == 0.0);
       CHECK(plain.dk[at] == 0.f);
@@ -765,7 +769,8 @@ TEST_CASE("backward: nothing crosses the causal mask", "[cpu][backward]") {
     }
   CHECK(seen > 1e-3);
 
-  // NaN in the keys rows 0 .. r − 1 cannot see leaves their dQ exactly as it was.
+  // NaN in the keys rows 0 .. r − 1 cannot see leaves their dQ and its floor exactly as they
+  // were.
   for (int j = hidden_from; j < p.n_kv; ++j)
     for (int t = 0; t < p.head_dim; ++t) in.k[j * kvs.row + t] = in.v[j * kvs.row + t] = kNaN;
   const auto gn = fa::ref::attention_backward(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
@@ -778,6 +783,8 @@ TEST_CASE("backward: nothing crosses the causal mask", "[cpu][backward]") {
         CAPTURE(hq, i, t);
         if (i < r) {
           CHECK(gn.dq[at] == g.dq[at]);
+          CHECK(gn.dq_floor[at] == g.dq_floor[at]);
+          CHECK(g.dq_floor[at] > 0.0);
           CHECK(pn.dq[at] == plain.dq[at]);
         } else {  // these rows see the NaN keys: it must show, not vanish
           CHECK(std::isnan(gn.dq[at]));
@@ -788,8 +795,9 @@ TEST_CASE("backward: nothing crosses the causal mask", "[cpu][backward]") {
 
 TEST_CASE("backward: a row that sees no key has zero gradients and its dO changes nothing",
           "[cpu][backward]") {
-  // Causal, N_q = 5 > N_kv = 3: rows 0 and 1 see no key (O = 0, L = -inf). Their dQ and D
-  // are exactly 0, never NaN, and even a dO of 1e30 on them leaves dK and dV as they were.
+  // Causal, N_q = 5 > N_kv = 3: rows 0 and 1 see no key (O = 0, L = -inf). Their dQ, its
+  // rounding floor and D are exactly 0, never NaN (the other rows' floors are > 0), and even a
+  // dO of 1e30 on them leaves dK, dV and the floors as they were.
   const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
   const Problem p = make_problem(2, 2, 1, 5, 3, 16, true, layout);
   REQUIRE(p.kv_end(1) == 0);
@@ -810,6 +818,8 @@ TEST_CASE("backward: a row that sees no key has zero gradients and its dO change
         for (int t = 0; t < p.head_dim; ++t) {
           const std::int64_t at = q_index(p, b, hq, i, t);
           CHECK(g.dq[at] == 0.0);
+          CHECK(g.dq_floor[at] == 0.0);
+          CHECK(g.dq_floor[q_index(p, b, hq, i + 2, t)] > 0.0);
           CHECK(plain.dq[at] == 0.f);
           d_o[at] = 1e30f;
         }
@@ -820,6 +830,8 @@ TEST_CASE("backward: a row that sees no key has zero gradients and its dO change
   CHECK(g2.dk == g.dk);
   CHECK(g2.dv == g.dv);
   CHECK(g2.dq == g.dq);
+  CHECK(g2.dq_floor == g.dq_floor);
+  CHECK(g2.dk_floor == g.dk_floor);
   CHECK(plain2.dk == plain.dk);
   CHECK(plain2.dv == plain.dv);
   CHECK(plain2.dq == plain.dq);
