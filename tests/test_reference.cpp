@@ -6,7 +6,8 @@
 //      for huge scores, for fully masked rows, and lets NaN through.
 //   4. The judge (compare.h) allows one output ulp for 16-bit outputs and no more.
 //   5. The backward reference equals finite differences of the forward's loss, the plain float
-//      backward agrees with it, and nothing crosses the causal mask.
+//      backward agrees with it, and nothing crosses the causal mask; the backward verdict's
+//      rounding floor lets a D summed in another order pass and still fails real errors.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
