@@ -1,8 +1,10 @@
 # fa_add_gpu_tests(name exe [LABELS label...]): registers the GPU test groups of one test
-# program built from tests/test_steps.cpp (a step's, or an exercise's), one ctest entry per
+# program built from tests/test_steps.cpp (a step's, or an exercise's) or from
+# tests/test_backward.cpp (a backward step's; they share the groups), one ctest entry per
 # group, so a failure says which kind of case broke. Labels: "gpu;<name>" unless given (the
-# exercises use "exercise;exercise_NN"). The programs exit with 77 without a usable CUDA
-# device, which ctest reports as skipped, never as passed.
+# exercises use "exercise;exercise_NN", the backward steps "gpu;<name>;backward"). The
+# programs exit with 77 without a usable CUDA device, which ctest reports as skipped, never
+# as passed.
 function(fa_add_gpu_tests name exe)
   cmake_parse_arguments(arg "" "" "LABELS" ${ARGN})
   if(NOT arg_LABELS)
@@ -14,3 +16,4 @@ function(fa_add_gpu_tests name exe)
       LABELS "${arg_LABELS}" SKIP_RETURN_CODE 77 TIMEOUT 900)
   endforeach()
 endfunction()
+

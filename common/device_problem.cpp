@@ -4,6 +4,9 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
 
 #include "common/cuda_check.h"
 
@@ -35,25 +38,38 @@ void download_as(DType t, const void* src, std::size_t n, float* dst) {
   }
 }
 
+namespace {
+
+/// n elements of `t` on the device.
+DeviceBuffer alloc(DType t, std::size_t n) { return DeviceBuffer(n * dtype_size(t)); }
+
+/// A device copy of `src` as `t`.
+DeviceBuffer to_device(DType t, const std::vector<float>& src) {
+  DeviceBuffer b = alloc(t, src.size());
+  upload_as(t, src.data(), src.size(), b.get());
+  return b;
+}
+
+/// Fills each buffer with 0xFF bytes: a NaN in fp32, fp16 and bf16 alike.
+void poison_all(std::initializer_list<const DeviceBuffer*> buffers) {
+  for (const DeviceBuffer* b : buffers)
+    if (b->bytes() > 0) CUDA_CHECK(cudaMemset(b->get(), 0xFF, b->bytes()));
+}
+
+}  // namespace
+
 DeviceProblem::DeviceProblem(const HostInputs& in, std::size_t workspace_bytes)
     : p_(in.problem),
-      q_(in.q.size() * dtype_size(p_.dtype)),
-      k_(in.k.size() * dtype_size(p_.dtype)),
-      v_(in.v.size() * dtype_size(p_.dtype)),
-      o_(in.q.size() * dtype_size(p_.dtype)),
-      lse_(static_cast<std::size_t>(p_.lse_elems()) * sizeof(float)),
+      q_(to_device(p_.dtype, in.q)),
+      k_(to_device(p_.dtype, in.k)),
+      v_(to_device(p_.dtype, in.v)),
+      o_(alloc(p_.dtype, in.q.size())),
+      lse_(alloc(DType::F32, static_cast<std::size_t>(p_.lse_elems()))),
       workspace_(workspace_bytes) {
-  upload_as(p_.dtype, in.q.data(), in.q.size(), q_.get());
-  upload_as(p_.dtype, in.k.data(), in.k.size(), k_.get());
-  upload_as(p_.dtype, in.v.data(), in.v.size(), v_.get());
   poison();
 }
 
-void DeviceProblem::poison() {
-  // 0xFF bytes are a NaN in fp32, fp16 and bf16 alike.
-  CUDA_CHECK(cudaMemset(o_.get(), 0xFF, o_.bytes()));
-  CUDA_CHECK(cudaMemset(lse_.get(), 0xFF, lse_.bytes()));
-}
+void DeviceProblem::poison() { poison_all({&o_, &lse_}); }
 
 DeviceTensors DeviceProblem::tensors() const {
   DeviceTensors t;
@@ -78,6 +94,69 @@ void DeviceProblem::download(std::vector<float>* o, std::vector<float>* lse) con
 
 std::size_t DeviceProblem::device_bytes() const {
   return q_.bytes() + k_.bytes() + v_.bytes() + o_.bytes() + lse_.bytes() + workspace_.bytes();
+}
+
+namespace {
+
+/// `in`, after checking that O, L and dO have the problem's sizes.
+const HostInputs& checked(const HostInputs& in, const std::vector<float>& o,
+                          const std::vector<float>& lse, const std::vector<float>& d_o) {
+  const std::size_t nq = in.q.size(), nl = static_cast<std::size_t>(in.problem.lse_elems());
+  if (o.size() != nq || d_o.size() != nq || lse.size() != nl)
+    throw std::invalid_argument("DeviceBackward: o and d_o must hold " + std::to_string(nq) +
+                                " values and lse " + std::to_string(nl) + " (got " +
+                                std::to_string(o.size()) + ", " + std::to_string(d_o.size()) +
+                                ", " + std::to_string(lse.size()) + ")");
+  return in;
+}
+
+}  // namespace
+
+DeviceBackward::DeviceBackward(const HostInputs& in, const std::vector<float>& o,
+                               const std::vector<float>& lse, const std::vector<float>& d_o,
+                               std::size_t workspace_bytes)
+    : p_(checked(in, o, lse, d_o).problem),
+      q_(to_device(p_.dtype, in.q)),
+      k_(to_device(p_.dtype, in.k)),
+      v_(to_device(p_.dtype, in.v)),
+      o_(to_device(p_.dtype, o)),
+      lse_(to_device(DType::F32, lse)),
+      d_o_(to_device(p_.dtype, d_o)),
+      dq_(alloc(p_.dtype, in.q.size())),
+      dk_(alloc(p_.dtype, in.k.size())),
+      dv_(alloc(p_.dtype, in.v.size())),
+      workspace_(workspace_bytes) {
+  poison();
+}
+
+// The workspace too: a step may not count on finding it zeroed.
+void DeviceBackward::poison() { poison_all({&dq_, &dk_, &dv_, &workspace_}); }
+
+BackwardTensors DeviceBackward::tensors() const {
+  BackwardTensors t;
+  t.q = q_.get();
+  t.k = k_.get();
+  t.v = v_.get();
+  t.o = o_.get();
+  t.lse = lse_.as<float>();
+  t.d_o = d_o_.get();
+  t.dq = dq_.get();
+  t.dk = dk_.get();
+  t.dv = dv_.get();
+  return t;
+}
+
+void DeviceBackward::download(std::vector<float>* dq, std::vector<float>* dk,
+                              std::vector<float>* dv) const {
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto nq = static_cast<std::size_t>(p_.q_elems());
+  const auto nkv = static_cast<std::size_t>(p_.kv_elems());
+  dq->resize(nq);
+  dk->resize(nkv);
+  dv->resize(nkv);
+  download_as(p_.dtype, dq_.get(), nq, dq->data());
+  download_as(p_.dtype, dk_.get(), nkv, dk->data());
+  download_as(p_.dtype, dv_.get(), nkv, dv->data());
 }
 
 }  // namespace fa

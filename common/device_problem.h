@@ -35,6 +35,31 @@ class DeviceProblem {
   DeviceBuffer q_, k_, v_, o_, lse_, workspace_;
 };
 
+/// \brief Device copies of a backward call's inputs (Q, K, V from `in`; O, L and dO given) in
+/// the problem's dtype, its gradient outputs dQ, dK and dV, and a step's backward workspace.
+/// The gradients and the workspace are poisoned with NaN by poison(), so an unwritten element
+/// fails and a step that counts on a zeroed workspace fails too.
+class DeviceBackward {
+ public:
+  /// \param in Q, K and V \param o O (q_elems() values) \param lse L (lse_elems() values)
+  /// \param d_o dO (q_elems() values) \param workspace_bytes scratch for the step (may be 0)
+  DeviceBackward(const HostInputs& in, const std::vector<float>& o, const std::vector<float>& lse,
+                 const std::vector<float>& d_o, std::size_t workspace_bytes);
+  /// \brief Fills dQ, dK, dV and the workspace with NaN.
+  void poison();
+  /// \return the device pointers of the inputs and the gradients
+  BackwardTensors tensors() const;
+  /// \return the step's workspace (null when it needs none)
+  void* workspace() const { return workspace_.get(); }
+  /// \brief Waits for the device, then copies dQ, dK and dV back, converted to float.
+  /// \param dq receives dQ (Q's layout) \param dk receives dK \param dv receives dV (K's layout)
+  void download(std::vector<float>* dq, std::vector<float>* dk, std::vector<float>* dv) const;
+
+ private:
+  Problem p_;
+  DeviceBuffer q_, k_, v_, o_, lse_, d_o_, dq_, dk_, dv_, workspace_;
+};
+
 /// \brief Uploads float values to `dst` as dtype `t` (dst holds n elements of t).
 /// \param t the device type \param src n floats on the host \param n the count
 /// \param dst device memory

@@ -1,5 +1,6 @@
 #include "common/launch.h"
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -27,17 +28,42 @@ DeviceLimits device_limits(int device) {
   return d;
 }
 
-void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, void* workspace,
-              cudaStream_t stream) {
+namespace {
+
+/// The current device's limits, asked for only when the step has limits to check.
+DeviceLimits limits_if(bool needed) {
+  if (!needed) return DeviceLimits{};
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  // The device is only asked for its limits when the step has limits to check.
-  const DeviceLimits limits = step.check_device ? device_limits(device) : DeviceLimits{};
-  if (std::string e = check_launch(step, p, t, limits); !e.empty()) throw std::invalid_argument(e);
-  if (step.workspace_bytes && step.workspace_bytes(p) > 0 && workspace == nullptr)
+  return device_limits(device);
+}
+
+/// Throws when the step needs scratch and was given none.
+void check_workspace(const StepInfo& step, std::size_t (*bytes)(const Problem&), const Problem& p,
+                     const void* workspace) {
+  if (bytes && bytes(p) > 0 && workspace == nullptr)
     throw std::invalid_argument(std::string("workspace is null but step ") + step.name + " needs " +
-                                std::to_string(step.workspace_bytes(p)) + " bytes");
+                                std::to_string(bytes(p)) + " bytes");
+}
+
+}  // namespace
+
+void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, void* workspace,
+              cudaStream_t stream) {
+  const DeviceLimits limits = limits_if(step.check_device != nullptr);
+  if (std::string e = check_launch(step, p, t, limits); !e.empty()) throw std::invalid_argument(e);
+  check_workspace(step, step.workspace_bytes, p, workspace);
   step.run(p, t, workspace, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+void run_backward(const StepInfo& step, const Problem& p, const BackwardTensors& t, void* workspace,
+                  cudaStream_t stream) {
+  const DeviceLimits limits = limits_if(step.check_backward_device != nullptr);
+  if (std::string e = check_backward_launch(step, p, t, limits); !e.empty())
+    throw std::invalid_argument(e);
+  check_workspace(step, step.backward_workspace_bytes, p, workspace);
+  step.backward(p, t, workspace, stream);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -34,4 +34,13 @@ DeviceLimits device_limits(int device);
 void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, void* workspace,
               cudaStream_t stream = nullptr);
 
+/// \brief The backward's run_step: checks everything (check_backward_launch against the
+/// current device's limits, and the workspace), throws std::invalid_argument with the message
+/// if anything is wrong, then runs step.backward and checks the launch.
+/// \param step the step to run \param p the problem \param t the device pointers
+/// \param workspace step.backward_workspace_bytes(p) bytes of device scratch (may be null
+/// when 0) \param stream the CUDA stream the kernels are launched on (asynchronously)
+void run_backward(const StepInfo& step, const Problem& p, const BackwardTensors& t, void* workspace,
+                  cudaStream_t stream = nullptr);
+
 }  // namespace fa

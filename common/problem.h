@@ -117,6 +117,21 @@ struct DeviceTensors {
   float* lse = nullptr;     ///< L (written), fp32 [B, H_q, N_q]
 };
 
+/// \brief Device pointers of one backward call. Q, K, V, O, dO and the gradients are in the
+/// problem's dtype and layout (dQ and dO like Q, dK and dV like K); L is the forward's fp32
+/// row logsumexp [B, H_q, N_q] (−inf for a row that sees no key).
+struct BackwardTensors {
+  const void* q = nullptr;     ///< Q, as in the forward
+  const void* k = nullptr;     ///< K, as in the forward
+  const void* v = nullptr;     ///< V, as in the forward
+  const void* o = nullptr;     ///< O, the forward's output
+  const float* lse = nullptr;  ///< L, the forward's row logsumexp
+  const void* d_o = nullptr;   ///< dO, the gradient of the loss with respect to O
+  void* dq = nullptr;          ///< dQ (written), shaped like Q
+  void* dk = nullptr;          ///< dK (written), shaped like K, summed over each group
+  void* dv = nullptr;          ///< dV (written), shaped like V, summed over each group
+};
+
 /// \brief Checks the shape and options. Returns "" when valid, otherwise one message that
 /// names the parameter, its value and the limit, e.g. "heads_q (6) must be a multiple of
 /// heads_kv (4)".

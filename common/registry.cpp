@@ -92,20 +92,19 @@ std::string check_step(const StepInfo& step, const Problem& p) {
   return {};
 }
 
-std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTensors& t,
-                         const DeviceLimits& device) {
-  if (std::string e = check_step(step, p); !e.empty()) return e;
+namespace {
+
+/// One device pointer a launch needs and the alignment its loads require.
+struct NamedPointer {
+  const char* name;
+  const void* ptr;
+  int align;
+};
+
+/// "" when every pointer is set and aligned, otherwise the first that is not.
+std::string check_pointers(const StepInfo& step, const std::vector<NamedPointer>& ptrs) {
   std::ostringstream os;
-  const struct {
-    const char* name;
-    const void* ptr;
-    int align;
-  } ptrs[] = {{"q", t.q, step.alignment},
-              {"k", t.k, step.alignment},
-              {"v", t.v, step.alignment},
-              {"o", t.o, step.alignment},
-              {"lse", t.lse, 4}};
-  for (const auto& x : ptrs) {
+  for (const NamedPointer& x : ptrs) {
     if (x.ptr == nullptr) {
       os << "pointer " << x.name << " is null";
       return os.str();
@@ -116,6 +115,20 @@ std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTen
       return os.str();
     }
   }
+  return {};
+}
+
+}  // namespace
+
+std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTensors& t,
+                         const DeviceLimits& device) {
+  if (std::string e = check_step(step, p); !e.empty()) return e;
+  if (step.run == nullptr) return std::string("step ") + step.name + " has no forward pass";
+  const int a = step.alignment;
+  if (std::string e = check_pointers(
+          step, {{"q", t.q, a}, {"k", t.k, a}, {"v", t.v, a}, {"o", t.o, a}, {"lse", t.lse, 4}});
+      !e.empty())
+    return e;
   if (step.check_device) {
     if (std::string e = step.check_device(p, device); !e.empty()) return e;
   }
@@ -123,11 +136,35 @@ std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTen
 }
 
 std::string device_refusal(const StepInfo& step, const DeviceLimits& device) {
-  if (!step.check_device) return {};
+  // A step with a backward pass only is asked about its backward's launch.
+  const auto& check = step.run ? step.check_device : step.check_backward_device;
+  if (!check) return {};
   Problem p;
   if (!step.dtypes.empty()) p.dtype = step.dtypes.front();
   if (!step.head_dims.empty()) p.head_dim = step.head_dims.front();
-  return step.check_device(p, device);
+  return check(p, device);
+}
+
+std::string check_backward_launch(const StepInfo& step, const Problem& p, const BackwardTensors& t,
+                                  const DeviceLimits& device) {
+  if (std::string e = check_step(step, p); !e.empty()) return e;
+  if (step.backward == nullptr) return std::string("step ") + step.name + " has no backward pass";
+  const int a = step.alignment;
+  if (std::string e = check_pointers(step, {{"q", t.q, a},
+                                            {"k", t.k, a},
+                                            {"v", t.v, a},
+                                            {"o", t.o, a},
+                                            {"lse", t.lse, 4},
+                                            {"d_o", t.d_o, a},
+                                            {"dq", t.dq, a},
+                                            {"dk", t.dk, a},
+                                            {"dv", t.dv, a}});
+      !e.empty())
+    return e;
+  if (step.check_backward_device) {
+    if (std::string e = step.check_backward_device(p, device); !e.empty()) return e;
+  }
+  return {};
 }
 
 std::string check_fits(const char* step, const DeviceLimits& prop, const Problem& p,

@@ -50,7 +50,27 @@ struct StepInfo {
   std::string (*check_device)(const Problem&, const DeviceLimits&) = nullptr;
   /// The entry point: launches the step's kernel(s) on `stream`, asynchronously. The caller
   /// has validated the problem (check_step) and passes `workspace_bytes(p)` bytes of scratch.
+  /// Null for a step that has a backward pass only (then it is not in the forward programs:
+  /// steps/CMakeLists.txt, fa_add_backward_step).
   void (*run)(const Problem&, const DeviceTensors&, void* workspace, Stream) = nullptr;
+
+  /// \name The backward pass (all null for a forward-only step)
+  /// The accepted problems are the ones above (dtypes, head dims, causal, GQA, alignment,
+  /// which then applies to every pointer of BackwardTensors but L).
+  ///@{
+  /// Device scratch the backward needs (e.g. an fp32 dQ accumulator and D = rowsum(dO ∘ O)).
+  std::size_t (*backward_workspace_bytes)(const Problem&) = nullptr;
+  /// Launch-time limits of the backward's kernels on this device; "" when fine.
+  std::string (*check_backward_device)(const Problem&, const DeviceLimits&) = nullptr;
+  /// Launches the backward on `stream`, asynchronously: dQ, dK and dV from Q, K, V, O, L and
+  /// dO. The caller has validated everything (check_backward_launch) and passes
+  /// `backward_workspace_bytes(p)` bytes of scratch, whose contents on entry are undefined.
+  void (*backward)(const Problem&, const BackwardTensors&, void* workspace, Stream) = nullptr;
+  /// dK and dV are bitwise the same from run to run (no floating-point atomics on them).
+  bool backward_deterministic_dkdv = false;
+  /// dQ is bitwise the same from run to run (false when it is summed with atomics).
+  bool backward_deterministic_dq = false;
+  ///@}
 };
 
 /// \brief One dimension of a step's grid, for check_fits(): the blocks a launch needs along it
@@ -102,6 +122,14 @@ std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTen
 /// runs everywhere.
 /// \param step the step \param device the device's limits \return "" or the reason
 std::string device_refusal(const StepInfo& step, const DeviceLimits& device);
+
+/// \brief check_step plus what a backward launch needs: the step has a backward pass, every
+/// pointer of `t` is set and aligned (step.alignment; 4 bytes for L), and the backward's
+/// device limits (step.check_backward_device). "" when the launch may go ahead.
+/// \param step the step \param p the problem \param t the device pointers
+/// \param device the limits of the device the launch would run on \return "" or the message
+std::string check_backward_launch(const StepInfo& step, const Problem& p, const BackwardTensors& t,
+                                  const DeviceLimits& device);
 
 /// \brief Adds a step to the registry; use FA_REGISTER_STEP rather than calling this.
 struct StepRegistrar {

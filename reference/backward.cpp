@@ -58,6 +58,9 @@ Gradients attention_backward(const Problem& p, const float* q, const float* k, c
   g.dk.assign(p.kv_elems(), 0.0);
   g.dv.assign(p.kv_elems(), 0.0);
   g.delta.assign(p.lse_elems(), 0.0);
+  g.dq_floor.assign(p.q_elems(), 0.0);
+  g.dk_floor.assign(p.kv_elems(), 0.0);   // Σ (err · Q)² until the square root at the end
+  const double u = std::ldexp(1.0, -24);  // fp32's unit roundoff
 
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads_q; ++h) {
@@ -74,8 +77,10 @@ Gradients attention_backward(const Problem& p, const float* q, const float* k, c
       const ConstHeadD O(forward->o.data() + q_off, n_q, d, q_row);              // [N_q, d]
       HeadD dQ(g.dq.data() + q_off, n_q, d, q_row);                              // [N_q, d]
       // Shared by the query heads of one group: each adds its contribution.
-      HeadD dK(g.dk.data() + kv_off, n_kv, d, kv_row);  // [N_kv, d]
-      HeadD dV(g.dv.data() + kv_off, n_kv, d, kv_row);  // [N_kv, d]
+      HeadD dK(g.dk.data() + kv_off, n_kv, d, kv_row);               // [N_kv, d]
+      HeadD dV(g.dv.data() + kv_off, n_kv, d, kv_row);               // [N_kv, d]
+      HeadD dQ_floor(g.dq_floor.data() + q_off, n_q, d, q_row);      // [N_q, d]
+      HeadD dK_floor2(g.dk_floor.data() + kv_off, n_kv, d, kv_row);  // [N_kv, d], squared
 
       // Row by row, over the keys the row sees only (like the forward): a hidden key's K and
       // V never meet this row's Q and dO, so nothing (not even a NaN) crosses the mask.
@@ -94,9 +99,21 @@ Gradients attention_backward(const Problem& p, const float* q, const float* k, c
         dV.topRows(e) += P.transpose() * dO.row(i);            // Pᵀ dO, one row's share
         dQ.row(i) = scale * (dS * Ke);                         // scale · dS K
         dK.topRows(e) += scale * (dS.transpose() * Q.row(i));  // scale · dSᵀ Q, one row's share
+
+        // The rounding floor (backward.h): dS_ij's error from the fp32 sums of dP_ij and D_i,
+        // carried through dQ = scale · dS K and dK = scale · dSᵀ Q as independent errors.
+        const Eigen::RowVectorXd abs_dO = dO.row(i).cwiseAbs();
+        const Eigen::RowVectorXd err =  // [e]
+            u * (P.array() *
+                 ((abs_dO * Ve.cwiseAbs().transpose()).array() + abs_dO.dot(O.row(i).cwiseAbs())))
+                    .matrix();
+        const Eigen::RowVectorXd err2 = err.cwiseAbs2();
+        dQ_floor.row(i) = scale * (err2 * Ke.cwiseAbs2()).cwiseSqrt();
+        dK_floor2.topRows(e) += err2.transpose() * Q.row(i).cwiseAbs2();
       }
     }
   }
+  for (double& x : g.dk_floor) x = scale * std::sqrt(x);
   return g;
 }
 

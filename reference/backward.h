@@ -33,6 +33,28 @@
 /// and Q never reach that key's dK and dV. A row that sees no key (O = 0, L = −inf) has
 /// dQ = 0 and D = 0 and adds nothing to dK and dV.
 ///
+/// Rounding floor (dq_floor, dk_floor): dQ and dK are sums of dS_ij = P_ij (dP_ij − D_i), a
+/// difference of two dot products of length d that cancel where the gradient is small: with
+/// one key P = 1 and dP = D = dO_i · V_0, so the exact dQ and dK are 0 and a float
+/// implementation returns only the rounding of the two sums. That rounding depends on the order
+/// of the sums (a kernel's D comes from a pass of its own), so no implementation can match
+/// another's, and it scales with the magnitudes of the cancelling terms, not with |dQ|. The
+/// floor is what rounding dS alone may cause in any fp32 implementation, errors taken as
+/// independent (root sum of squares), u = 2⁻²⁴:
+///
+/// ```text
+///   err_ij        = u · P_ij · (Σ_k |dO_ik · V_jk| + Σ_k |dO_ik · O_ik|)   (dP_ij's and D_i's
+///                                                   first-order dot-product error, times P_ij)
+///   dq_floor(i,c) = scale · sqrt(Σ_j (err_ij · K_jc)²)
+///   dk_floor(j,c) = scale · sqrt(Σ_i (err_ij · Q_ic)²)   (i over the rows of every query
+///                                                        head of K's group)
+/// ```
+///
+/// Where P_ij = 0 (a masked key, an underflowed weight) its err_ij is 0, so a key no row sees
+/// has a floor of 0. For ordinary inputs the floor is ~u·√d times the gradient and changes
+/// nothing; where dS cancels it is the whole of a correct kernel's error (compare.h,
+/// verdict_backward).
+///
 /// FLOPs: five matrix products of 2·N_q·N_kv·d each (S recomputed, dV, dP, dQ, dK), 2.5× the
 /// forward's two (docs/conventions.md, Backward).
 #pragma once
@@ -46,11 +68,13 @@ namespace fa::ref {
 
 /// \brief Gradients from the double reference.
 struct Gradients {
-  std::vector<double> dq;     ///< dQ in Q's layout (p.q_strides()), q_elems() values
-  std::vector<double> dk;     ///< dK in K's layout (p.kv_strides()), summed over each group
-  std::vector<double> dv;     ///< dV in V's layout, summed over each group
-  std::vector<double> delta;  ///< D = rowsum(dO ∘ O), [B, H_q, N_q] contiguous; 0 for a
-                              ///< row that sees no key
+  std::vector<double> dq;        ///< dQ in Q's layout (p.q_strides()), q_elems() values
+  std::vector<double> dk;        ///< dK in K's layout (p.kv_strides()), summed over each group
+  std::vector<double> dv;        ///< dV in V's layout, summed over each group
+  std::vector<double> delta;     ///< D = rowsum(dO ∘ O), [B, H_q, N_q] contiguous; 0 for a
+                                 ///< row that sees no key
+  std::vector<double> dq_floor;  ///< dQ's rounding floor (see above), in Q's layout
+  std::vector<double> dk_floor;  ///< dK's rounding floor, in K's layout, over each group
 };
 
 /// \brief The backward pass in double accumulation with Eigen.
@@ -63,7 +87,7 @@ struct Gradients {
 ///                 them from the forward pass; nullptr computes them. Its `o` must hold
 ///                 q_elems() values and its `lse` lse_elems() (std::invalid_argument naming
 ///                 the field otherwise); S and P in it are not used.
-/// \return dQ, dK, dV and D
+/// \return dQ, dK, dV, D and the rounding floors of dQ and dK
 Gradients attention_backward(const Problem& p, const float* q, const float* k, const float* v,
                              const float* d_o, const Result* forward = nullptr);
 

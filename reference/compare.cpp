@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdint>
 #include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace fa {
 namespace {
@@ -102,15 +105,32 @@ double score_rounding_error(const Problem& p, const float* q, const float* k, co
          max_row_norm(k, p.kv_elems()) * v_max;
 }
 
+FloorAllowance floor_allowance(const std::vector<double>& floor, const std::vector<double>& ref,
+                               DType dtype) {
+  if (floor.size() != ref.size())
+    throw std::invalid_argument("floor holds " + std::to_string(floor.size()) +
+                                " values; ref holds " + std::to_string(ref.size()));
+  double max_floor = 0, floor2 = 0, ref2 = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(floor[i]) || !std::isfinite(ref[i])) continue;  // a NaN key, say
+    max_floor = std::max(max_floor, floor[i]);
+    floor2 += floor[i] * floor[i];
+    ref2 += ref[i] * ref[i];
+  }
+  const double factor = Tolerance::for_dtype(dtype).factor;
+  // The same denominator as compare_arrays' rel_err: ‖ref‖₂, or 1 where it is 0.
+  return {factor * max_floor, factor * std::sqrt(ref2 > 0 ? floor2 / ref2 : floor2)};
+}
+
 std::string judge(const Comparison& step, const Comparison& plain, const char* what, DType dtype,
-                  DType stored_as, double extra_abs) {
+                  DType stored_as, double extra_abs, double extra_rel) {
   const Tolerance tol = Tolerance::for_dtype(dtype);
   std::ostringstream os;
   if (step.mismatches > 0) {
     os << what << ": " << step.mismatches << " non-finite mismatches, first at " << step.worst;
     return os.str();
   }
-  const double rel_tol = tol.rel_slack + tol.factor * plain.rel_err;
+  const double rel_tol = tol.rel_slack + tol.factor * plain.rel_err + extra_rel;
   const double abs_tol = tol.abs_slack + tol.factor * plain.max_abs_err +
                          ulp_of(stored_as, step.max_abs_ref) + extra_abs;
   if (step.rel_err > rel_tol || step.max_abs_err > abs_tol) {
@@ -142,6 +162,42 @@ std::string verdict(const Problem& p, const std::vector<float>& o, const std::ve
   if (e.empty())
     e = judge(compare_lse(p, lse, want.ref.lse), compare_lse(p, want.plain_lse, want.ref.lse), "L",
               p.dtype);
+  return e;
+}
+
+ExpectedBackward expected_backward(const HostInputs& in, std::vector<float> d_o) {
+  const Problem& p = in.problem;
+  ExpectedBackward e;
+  const Result forward = attention(p, in.q.data(), in.k.data(), in.v.data());
+  e.o.assign(forward.o.begin(), forward.o.end());
+  e.lse.assign(forward.lse.begin(), forward.lse.end());
+  e.d_o = std::move(d_o);
+  if (e.d_o.size() != static_cast<std::size_t>(p.q_elems()))
+    throw std::invalid_argument("d_o holds " + std::to_string(e.d_o.size()) +
+                                " values; the problem's Q holds " + std::to_string(p.q_elems()));
+  e.ref = attention_backward(p, in.q.data(), in.k.data(), in.v.data(), e.d_o.data(), &forward);
+  e.plain = attention_backward_plain(p, in.q.data(), in.k.data(), in.v.data(), e.d_o.data());
+  return e;
+}
+
+std::string verdict_backward(const Problem& p, const std::vector<float>& dq,
+                             const std::vector<float>& dk, const std::vector<float>& dv,
+                             const ExpectedBackward& want) {
+  // K and V are laid out like Q of a problem with N_kv rows and H_kv heads.
+  Problem kv = p;
+  kv.n_q = p.n_kv;
+  kv.heads_q = p.heads_kv;
+  const FloorAllowance fq = floor_allowance(want.ref.dq_floor, want.ref.dq, p.dtype);
+  const FloorAllowance fk = floor_allowance(want.ref.dk_floor, want.ref.dk, p.dtype);
+  std::string e =
+      judge(compare_output(p, dq, want.ref.dq), compare_output(p, want.plain.dq, want.ref.dq), "dQ",
+            p.dtype, p.dtype, fq.abs, fq.rel);
+  if (e.empty())
+    e = judge(compare_output(kv, dk, want.ref.dk), compare_output(kv, want.plain.dk, want.ref.dk),
+              "dK", p.dtype, p.dtype, fk.abs, fk.rel);
+  if (e.empty())
+    e = judge(compare_output(kv, dv, want.ref.dv), compare_output(kv, want.plain.dv, want.ref.dv),
+              "dV", p.dtype, p.dtype);
   return e;
 }
 

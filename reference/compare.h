@@ -12,6 +12,7 @@
 #include "common/inputs.h"
 #include "common/problem.h"
 #include "reference/attention.h"
+#include "reference/backward.h"
 
 namespace fa {
 
@@ -84,16 +85,42 @@ double ulp_of(DType t, double x);
 /// \return u · scale · max_i ‖q_i‖ · max_j ‖k_j‖ · max|v|
 double score_rounding_error(const Problem& p, const float* q, const float* k, const float* v);
 
+/// \brief The allowance a backward gradient gets for its rounding floor (backward.h,
+/// Gradients::dq_floor): where dS = P ∘ (dP − D) cancels, a correct fp32 kernel's dQ and dK
+/// differ from the reference by the rounding of dP and D, in an order no yardstick shares.
+/// With one key the exact dQ is 0, and the plain implementation, which sums dP and D in the
+/// same order, cancels almost exactly: "factor × plain" then says nothing of the noise a
+/// kernel with a D of its own must show (seen on the H200: N_kv = 1, d = 128, dQ rel_err
+/// 4.3e-5 against a bound of 1e-5). Both terms are the dtype's factor times the floor: its
+/// largest element for the absolute bound and ‖floor‖₂ / ‖ref‖₂ for the relative one (over
+/// the elements where both are finite; ‖floor‖₂ alone where ‖ref‖₂ = 0, as rel_err is then
+/// ‖out − ref‖₂). For ordinary inputs both are a small part of the slack (~2e-6 relative at
+/// d = 128 in fp32).
+struct FloorAllowance {
+  double abs = 0;  ///< factor · max floor, added to the absolute bound
+  double rel = 0;  ///< factor · ‖floor‖₂ / ‖ref‖₂, added to the relative bound
+};
+
+/// \brief The allowance for a rounding floor (see FloorAllowance).
+/// \param floor the floor, in ref's layout \param ref the reference values
+/// \param dtype the problem's dtype (its Tolerance::factor)
+/// \return the absolute and relative allowances; std::invalid_argument if the sizes differ
+FloorAllowance floor_allowance(const std::vector<double>& floor, const std::vector<double>& ref,
+                               DType dtype);
+
 /// \brief Applies the tolerance policy for `dtype`; returns "" on a pass, otherwise why.
 /// \param step the step's errors \param plain the plain implementation's errors
 /// \param what what was compared, for the message ("O" or "L")
 /// \param dtype the problem's dtype
 /// \param stored_as the format the compared values were stored in: the problem's dtype for
 ///        O, fp32 for L; a 16-bit format adds ulp_of(stored_as, max |ref|) to the absolute bound
-/// \param extra_abs added to the absolute bound: score_rounding_error() for O, 0 for L
+/// \param extra_abs added to the absolute bound: score_rounding_error() for O,
+///        FloorAllowance::abs for dQ and dK, 0 for L and dV
+/// \param extra_rel added to the relative bound: FloorAllowance::rel for dQ and dK, otherwise 0
 /// \return "" or the reason it failed
 std::string judge(const Comparison& step, const Comparison& plain, const char* what,
-                  DType dtype = DType::F32, DType stored_as = DType::F32, double extra_abs = 0);
+                  DType dtype = DType::F32, DType stored_as = DType::F32, double extra_abs = 0,
+                  double extra_rel = 0);
 
 }  // namespace fa
 
@@ -116,5 +143,33 @@ Expected expected_for(const HostInputs& in);
 /// \param want expected_for() of the inputs \return "" on a pass, otherwise why not
 std::string verdict(const Problem& p, const std::vector<float>& o, const std::vector<float>& lse,
                     const Expected& want);
+
+/// \brief What a backward kernel is given and what it must give, for one input: the forward's
+/// O and L (from the double reference, rounded to float: the backward is judged alone), dO,
+/// the double reference's gradients on that forward and the plain float oracle's.
+struct ExpectedBackward {
+  std::vector<float> o;  ///< O, the kernel's input (Q's layout)
+  std::vector<float>
+      lse;  ///< L, the kernel's input ([B, H_q, N_q]; −inf for a row that sees no key)
+  std::vector<float> d_o;  ///< dO, the kernel's input (Q's layout)
+  Gradients ref;           ///< attention_backward() on the same forward
+  GradientsPlain plain;    ///< attention_backward_plain(): the yardstick
+};
+
+/// \brief Computes a backward case: O and L from attention(), the gradients of both
+/// implementations. \param in Q, K, V \param d_o dO, q_elems() values in Q's layout
+/// \return the inputs and the expected gradients
+ExpectedBackward expected_backward(const HostInputs& in, std::vector<float> d_o);
+
+/// \brief The verdict on a backward kernel's gradients: dQ, dK and dV each judged by the
+/// tolerance policy (judge()) against the double reference, with the plain oracle's errors as
+/// the yardstick, stored in the problem's dtype; dQ and dK with the allowance for their
+/// rounding floors (floor_allowance()), dV (= Pᵀ dO, nothing cancels) without. dK and dV are
+/// compared in K's layout, their messages naming (b, K/V head, key, dim).
+/// \param p the problem \param dq dQ \param dk dK \param dv dV (as float, in their layouts)
+/// \param want expected_backward() of the inputs \return "" on a pass, otherwise why not
+std::string verdict_backward(const Problem& p, const std::vector<float>& dq,
+                             const std::vector<float>& dk, const std::vector<float>& dv,
+                             const ExpectedBackward& want);
 
 }  // namespace fa::ref

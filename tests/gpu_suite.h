@@ -23,6 +23,25 @@ using fa::make_problem;  // (common/problem.h) an fp32 problem; with_dtype() cha
 /// \brief `p` with its dtype set to `t`.
 Problem with_dtype(Problem p, DType t);
 
+/// \brief The head dims among `candidates` that `s` accepts in its first dtype; its own list
+/// of head dims when it accepts none of them.
+std::vector<int> dims_for(const StepInfo& s, const std::vector<int>& candidates);
+
+/// \name The problems of the test groups, for head dim d (fp32: a suite sets the dtype)
+/// Shared by the forward suite (test_steps.cpp) and the backward suite (test_backward.cpp).
+///@{
+/// [shapes]: N_q = N_kv over awkward sizes, then N_q ≠ N_kv both ways.
+std::vector<Problem> shape_problems(int d);
+/// [causal]: the same sizes causal, and N_q ≠ N_kv both ways (N_q > N_kv: rows that see no key).
+std::vector<Problem> causal_problems(int d);
+/// [gqa]: groups of 3, and MQA.
+std::vector<Problem> gqa_problems(int d, bool causal);
+/// [layout]: [B, H, N, d] (GQA among them when `gqa`).
+std::vector<Problem> layout_problems(int d, bool causal, bool gqa);
+/// [distributions]: a small and a long problem (the distribution is the suite's to choose).
+std::vector<Problem> distribution_problems(int d, bool causal);
+///@}
+
 /// \brief What a step wrote: O (as float) and L.
 struct Outputs {
   std::vector<float> o, lse;

@@ -6,7 +6,8 @@
 //      for huge scores, for fully masked rows, and lets NaN through.
 //   4. The judge (compare.h) allows one output ulp for 16-bit outputs and no more.
 //   5. The backward reference equals finite differences of the forward's loss, the plain float
-//      backward agrees with it, and nothing crosses the causal mask.
+//      backward agrees with it, and nothing crosses the causal mask; the backward verdict's
+//      rounding floor lets a D summed in another order pass and still fails real errors.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -733,7 +734,9 @@ TEST_CASE("plain float backward matches the double backward", "[cpu][backward]")
 TEST_CASE("backward: nothing crosses the causal mask", "[cpu][backward]") {
   // Causal, N_q = 6, N_kv = 9: row i sees keys [0, i + 4). With dO = 0 on rows r and below,
   // the rows that carry a gradient (i < r) see keys [0, r + 3) only, so keys r + 3 and on
-  // must get dK = dV = 0 exactly — while the keys those rows do see must not all be 0.
+  // must get dK = dV = 0 exactly — while the keys those rows do see must not all be 0. Their
+  // dS is 0 because their P is, so their dK rounding floor must be exactly 0 too (the keys
+  // the rows see get a floor > 0).
   const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
   const Problem p = make_problem(1, 2, 1, 6, 9, 8, true, layout);
   const int r = 3, hidden_from = p.kv_end(r - 1);
@@ -753,11 +756,13 @@ TEST_CASE("backward: nothing crosses the causal mask", "[cpu][backward]") {
   for (int j = 0; j < p.n_kv; ++j)
     for (int t = 0; t < p.head_dim; ++t) {
       const std::int64_t at = j * kvs.row + t;
+      CAPTURE(j, t);
       if (j < hidden_from) {
         seen = std::max({seen, std::abs(g.dk[at]), std::abs(g.dv[at])});
+        CHECK(g.dk_floor[at] > 0.0);
         continue;
       }
-      CAPTURE(j, t);
+      CHECK(g.dk_floor[at] == 0.0);
       CHECK(g.dk[at] == 0.0);
       CHECK(g.dv[at] == 0.0);
       CHECK(plain.dk[at] == 0.f);
@@ -765,7 +770,8 @@ TEST_CASE("backward: nothing crosses the causal mask", "[cpu][backward]") {
     }
   CHECK(seen > 1e-3);
 
-  // NaN in the keys rows 0 .. r − 1 cannot see leaves their dQ exactly as it was.
+  // NaN in the keys rows 0 .. r − 1 cannot see leaves their dQ and its floor exactly as they
+  // were.
   for (int j = hidden_from; j < p.n_kv; ++j)
     for (int t = 0; t < p.head_dim; ++t) in.k[j * kvs.row + t] = in.v[j * kvs.row + t] = kNaN;
   const auto gn = fa::ref::attention_backward(p, in.q.data(), in.k.data(), in.v.data(), d_o.data());
@@ -778,6 +784,8 @@ TEST_CASE("backward: nothing crosses the causal mask", "[cpu][backward]") {
         CAPTURE(hq, i, t);
         if (i < r) {
           CHECK(gn.dq[at] == g.dq[at]);
+          CHECK(gn.dq_floor[at] == g.dq_floor[at]);
+          CHECK(g.dq_floor[at] > 0.0);
           CHECK(pn.dq[at] == plain.dq[at]);
         } else {  // these rows see the NaN keys: it must show, not vanish
           CHECK(std::isnan(gn.dq[at]));
@@ -788,8 +796,9 @@ TEST_CASE("backward: nothing crosses the causal mask", "[cpu][backward]") {
 
 TEST_CASE("backward: a row that sees no key has zero gradients and its dO changes nothing",
           "[cpu][backward]") {
-  // Causal, N_q = 5 > N_kv = 3: rows 0 and 1 see no key (O = 0, L = -inf). Their dQ and D
-  // are exactly 0, never NaN, and even a dO of 1e30 on them leaves dK and dV as they were.
+  // Causal, N_q = 5 > N_kv = 3: rows 0 and 1 see no key (O = 0, L = -inf). Their dQ, its
+  // rounding floor and D are exactly 0, never NaN (the other rows' floors are > 0), and even a
+  // dO of 1e30 on them leaves dK, dV and the floors as they were.
   const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
   const Problem p = make_problem(2, 2, 1, 5, 3, 16, true, layout);
   REQUIRE(p.kv_end(1) == 0);
@@ -810,6 +819,8 @@ TEST_CASE("backward: a row that sees no key has zero gradients and its dO change
         for (int t = 0; t < p.head_dim; ++t) {
           const std::int64_t at = q_index(p, b, hq, i, t);
           CHECK(g.dq[at] == 0.0);
+          CHECK(g.dq_floor[at] == 0.0);
+          CHECK(g.dq_floor[q_index(p, b, hq, i + 2, t)] > 0.0);
           CHECK(plain.dq[at] == 0.f);
           d_o[at] = 1e30f;
         }
@@ -820,7 +831,195 @@ TEST_CASE("backward: a row that sees no key has zero gradients and its dO change
   CHECK(g2.dk == g.dk);
   CHECK(g2.dv == g.dv);
   CHECK(g2.dq == g.dq);
+  CHECK(g2.dq_floor == g.dq_floor);
+  CHECK(g2.dk_floor == g.dk_floor);
   CHECK(plain2.dk == plain.dk);
   CHECK(plain2.dv == plain.dv);
   CHECK(plain2.dq == plain.dq);
+}
+
+TEST_CASE("backward verdict: the plain gradients pass, one wrong element or a NaN fails",
+          "[cpu][backward]") {
+  // The judgement a backward kernel gets (compare.h, verdict_backward), tried on outputs whose
+  // errors are known: the plain oracle's own (within its bound by construction) and those
+  // with one element moved or never written. GQA and N_q != N_kv, so dK and dV are compared
+  // in K's layout, which differs from Q's.
+  const Layout layout = GENERATE(Layout::BNHD, Layout::BHND);
+  const bool causal = GENERATE(false, true);
+  const Problem p = make_problem(2, 4, 2, 9, 13, 8, causal, layout);
+  const fa::HostInputs in = fa::make_inputs(p, fa::Distribution::Normal, 830);
+  const fa::ref::ExpectedBackward want =
+      fa::ref::expected_backward(in, fa::make_inputs(p, fa::Distribution::Normal, 831).q);
+  REQUIRE(want.o.size() == static_cast<std::size_t>(p.q_elems()));
+  REQUIRE(want.lse.size() == static_cast<std::size_t>(p.lse_elems()));
+  const auto& pl = want.plain;
+  CHECK(fa::ref::verdict_backward(p, pl.dq, pl.dk, pl.dv, want).empty());
+
+  auto moved = [](std::vector<float> x) {
+    x[x.size() / 3] += 0.05f;
+    return x;
+  };
+  CHECK(fa::ref::verdict_backward(p, moved(pl.dq), pl.dk, pl.dv, want).rfind("dQ:", 0) == 0);
+  CHECK(fa::ref::verdict_backward(p, pl.dq, moved(pl.dk), pl.dv, want).rfind("dK:", 0) == 0);
+  CHECK(fa::ref::verdict_backward(p, pl.dq, pl.dk, moved(pl.dv), want).rfind("dV:", 0) == 0);
+  std::vector<float> nan_dv = pl.dv;
+  nan_dv.back() = std::numeric_limits<float>::quiet_NaN();
+  const std::string e = fa::ref::verdict_backward(p, pl.dq, pl.dk, nan_dv, want);
+  CHECK(e.rfind("dV: 1 non-finite mismatches", 0) == 0);
+  // The last element of dV in K's layout: batch 1, K/V head 1, key 12, dim 7.
+  CHECK(e.find("(b=1, h=1, i=12, j=7)") != std::string::npos);
+  CHECK_THROWS_AS(fa::ref::expected_backward(in, std::vector<float>(3)), std::invalid_argument);
+}
+
+namespace {
+
+/// Gradients from a float backward the way a kernel may compute them: on the O and L it is
+/// handed (want.o, want.lse), with D = dO_i · O_i summed from the last dimension to the first
+/// while dP = dO · V runs forward, so that where dS = P ∘ (dP − D) cancels it does not cancel
+/// to the last bit as in attention_backward_plain (which sums both the same way).
+struct FloatGradients {
+  std::vector<float> dq, dk, dv;
+};
+FloatGradients reversed_delta_backward(const fa::HostInputs& in,
+                                       const fa::ref::ExpectedBackward& want) {
+  const Problem& p = in.problem;
+  const fa::Strides kvs = p.kv_strides();
+  const float scale = p.softmax_scale();
+  FloatGradients g{std::vector<float>(p.q_elems()), std::vector<float>(p.kv_elems()),
+                   std::vector<float>(p.kv_elems())};
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_q; ++h)
+      for (int i = 0; i < p.n_q; ++i) {
+        const std::int64_t qi = q_index(p, b, h, i, 0);
+        const std::int64_t kv0 = b * kvs.batch + (h / p.group_size()) * kvs.head;
+        const float l = want.lse[(std::int64_t{b} * p.heads_q + h) * p.n_q + i];
+        float D = 0.f;
+        for (int t = p.head_dim - 1; t >= 0; --t) D += want.d_o[qi + t] * want.o[qi + t];
+        for (int j = 0; j < p.kv_end(i); ++j) {
+          const std::int64_t kj = kv0 + j * kvs.row;
+          float s = 0.f, dp = 0.f;
+          for (int t = 0; t < p.head_dim; ++t) {
+            s += in.q[qi + t] * in.k[kj + t];
+            dp += want.d_o[qi + t] * in.v[kj + t];
+          }
+          const float pij = std::exp(scale * s - l), ds = pij * (dp - D);
+          for (int t = 0; t < p.head_dim; ++t) {
+            g.dq[qi + t] += scale * ds * in.k[kj + t];
+            g.dk[kj + t] += scale * ds * in.q[qi + t];
+            g.dv[kj + t] += pij * want.d_o[qi + t];
+          }
+        }
+      }
+  return g;
+}
+
+/// The backward case of `p` on normal inputs, dO normal too.
+fa::ref::ExpectedBackward normal_backward(const fa::HostInputs& in, std::uint64_t seed) {
+  return fa::ref::expected_backward(in,
+                                    fa::make_inputs(in.problem, fa::Distribution::Normal, seed).q);
+}
+
+/// ‖x‖₂ of a vector.
+template <class T>
+double norm2(const std::vector<T>& x) {
+  double s = 0.0;
+  for (T e : x) s += double(e) * e;
+  return std::sqrt(s);
+}
+
+}  // namespace
+
+TEST_CASE("backward verdict: the rounding floor covers a D summed in another order (one key)",
+          "[cpu][backward]") {
+  // One key: P = 1 and dP = D = dO_i · V_0, so the exact dQ and dK are 0 and a float kernel
+  // returns the rounding of two dot products summed in different orders. The plain float
+  // oracle sums them in the same order and cancels, so without the floor "4 × plain" gives
+  // this noise no room (seen on the H200 at d = 32, 64, 128: dQ rel_err 1.4e-5 to 4.3e-5
+  // against 1e-5; this model: 1.3e-5 to 5.0e-5). With the floor it passes with room to spare
+  // (allowance 1.7e-4 to 6.2e-4, twelve times the error), and an error of 1e-3 on one element,
+  // twenty times the floor's largest allowance, still fails.
+  const int d = GENERATE(32, 64, 128);
+  const Problem p = make_problem(1, 2, 2, 128, 1, d, false, Layout::BNHD);
+  const std::uint64_t seed = 900 + d;
+  CAPTURE(d, seed);
+  const fa::HostInputs in = fa::make_inputs(p, fa::Distribution::Normal, seed);
+  const fa::ref::ExpectedBackward want = normal_backward(in, seed + 1);
+  CHECK(norm2(want.ref.dq) < 1e-12);
+  CHECK(norm2(want.ref.dk) < 1e-12);
+  const FloatGradients kern = reversed_delta_backward(in, want);
+
+  Problem kv = p;  // K's layout, as verdict_backward compares dK
+  kv.n_q = p.n_kv;
+  kv.heads_q = p.heads_kv;
+  const fa::Comparison dq = fa::compare_output(p, kern.dq, want.ref.dq);
+  const fa::Comparison dk = fa::compare_output(kv, kern.dk, want.ref.dk);
+  const fa::Comparison plain_dq = fa::compare_output(p, want.plain.dq, want.ref.dq);
+  const fa::FloorAllowance fq = fa::floor_allowance(want.ref.dq_floor, want.ref.dq, p.dtype);
+  const fa::FloorAllowance fk = fa::floor_allowance(want.ref.dk_floor, want.ref.dk, p.dtype);
+  CAPTURE(dq.rel_err, dq.max_abs_err, plain_dq.rel_err, fq.rel, fq.abs);
+  CAPTURE(dk.rel_err, dk.max_abs_err, fk.rel, fk.abs);
+  // The CPU model shows the H200's failure: without the floor, dQ fails.
+  CHECK_FALSE(fa::judge(dq, plain_dq, "dQ").empty());
+  // With it the reversed D passes, and its errors are a small part of the allowance.
+  CHECK(fa::ref::verdict_backward(p, kern.dq, kern.dk, kern.dv, want).empty());
+  CHECK(fa::ref::verdict_backward(p, want.plain.dq, want.plain.dk, want.plain.dv, want).empty());
+  CHECK(dq.rel_err < fq.rel / 4);
+  CHECK(dk.rel_err < fk.rel / 4);
+  CHECK(dq.max_abs_err < fq.abs / 2);
+  CHECK(dk.max_abs_err < fk.abs / 2);
+
+  // Not blind: 1e-3 on one element of dQ or of dK fails.
+  for (int which = 0; which < 2; ++which) {
+    std::vector<float> mq = kern.dq, mk = kern.dk;
+    (which == 0 ? mq : mk)[(which == 0 ? mq : mk).size() / 3] += 1e-3f;
+    CAPTURE(which);
+    CHECK(
+        fa::ref::verdict_backward(p, mq, mk, kern.dv, want).rfind(which == 0 ? "dQ:" : "dK:", 0) ==
+        0);
+  }
+}
+
+TEST_CASE("backward verdict: for ordinary inputs the rounding floor adds little",
+          "[cpu][backward]") {
+  // N = 512, d = 128, normal inputs, GQA: the floor's relative allowance is ~4·u·√d (measured
+  // 1.9e-6 for dQ and dK; 2.8e-6 causal, where the first rows see few keys), a fifth of the
+  // 1e-5 slack, and its absolute one 8e-7 (1.2e-5 causal) against 1e-4, so a kernel's dQ and
+  // dK are judged about as tightly as without it. A whole gradient off by 3e-5 relative, or
+  // its largest element by 1e-3 of itself, still fails.
+  const bool causal = GENERATE(false, true);
+  const Problem p = make_problem(1, 4, 2, 512, 512, 128, causal, Layout::BHND);
+  const std::uint64_t seed = 910 + (causal ? 1 : 0);
+  CAPTURE(causal, seed);
+  const fa::HostInputs in = fa::make_inputs(p, fa::Distribution::Normal, seed);
+  const fa::ref::ExpectedBackward want = normal_backward(in, seed + 1);
+  const fa::FloorAllowance fq = fa::floor_allowance(want.ref.dq_floor, want.ref.dq, p.dtype);
+  const fa::FloorAllowance fk = fa::floor_allowance(want.ref.dk_floor, want.ref.dk, p.dtype);
+  CAPTURE(fq.rel, fq.abs, fk.rel, fk.abs);
+  CHECK(fq.rel < 4e-6);
+  CHECK(fk.rel < 4e-6);
+  CHECK(fq.abs < 2e-5);
+  CHECK(fk.abs < 2e-5);
+  CHECK(fq.rel > 0);
+  CHECK(fk.rel > 0);
+
+  const FloatGradients kern = reversed_delta_backward(in, want);
+  CHECK(fa::ref::verdict_backward(p, kern.dq, kern.dk, kern.dv, want).empty());
+  auto scaled = [](std::vector<float> x) {
+    for (float& e : x) e *= 1.f + 3e-5f;
+    return x;
+  };
+  auto largest_moved = [](std::vector<float> x, const std::vector<double>& ref) {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      if (std::abs(ref[i]) > std::abs(ref[at])) at = i;
+    x[at] += 1e-3f * static_cast<float>(ref[at]);
+    return x;
+  };
+  const auto& pl = want.plain;
+  CHECK(fa::ref::verdict_backward(p, scaled(pl.dq), pl.dk, pl.dv, want).rfind("dQ:", 0) == 0);
+  CHECK(fa::ref::verdict_backward(p, pl.dq, scaled(pl.dk), pl.dv, want).rfind("dK:", 0) == 0);
+  CHECK(fa::ref::verdict_backward(p, largest_moved(pl.dq, want.ref.dq), pl.dk, pl.dv, want)
+            .rfind("dQ:", 0) == 0);
+  CHECK(fa::ref::verdict_backward(p, pl.dq, largest_moved(pl.dk, want.ref.dk), pl.dv, want)
+            .rfind("dK:", 0) == 0);
 }

@@ -36,7 +36,7 @@ TEST_CASE("steps are registered in order and found by name, number or slug", "[r
     CHECK(fa::find_step(std::to_string(s->number)) == s);
     const std::string name = s->name;
     CHECK(fa::find_step(name.substr(name.find('_') + 1)) == s);
-    CHECK(s->run != nullptr);
+    CHECK((s->run != nullptr || s->backward != nullptr));  // a forward, a backward, or both
   }
   CHECK(fa::find_step("no_such_step") == nullptr);
   CHECK(fa::find_step("99") == nullptr);
@@ -76,10 +76,34 @@ TEST_CASE("launch checks catch null and misaligned pointers", "[registry]") {
     INFO(s->name);
     const fa::Problem p = ok_problem(*s);
     alignas(64) static float dummy[64];
+    if (s->backward) {
+      fa::BackwardTensors b;
+      b.q = b.k = b.v = b.o = b.d_o = dummy;
+      b.dq = b.dk = b.dv = dummy;
+      b.lse = dummy;
+      CHECK(fa::check_backward_launch(*s, p, b, h200_limits()).empty());
+      fa::BackwardTensors null_do = b;
+      null_do.d_o = nullptr;
+      CHECK(fa::check_backward_launch(*s, p, null_do, h200_limits()) == "pointer d_o is null");
+      fa::BackwardTensors null_dv = b;
+      null_dv.dv = nullptr;
+      CHECK(fa::check_backward_launch(*s, p, null_dv, h200_limits()) == "pointer dv is null");
+      fa::Problem bad = p;
+      bad.n_q = 0;  // the problem's own validation first, as for the forward
+      CHECK(mentions(fa::check_backward_launch(*s, bad, b, h200_limits()), "n_q (0)"));
+    } else {
+      CHECK(mentions(fa::check_backward_launch(*s, p, fa::BackwardTensors{}, h200_limits()),
+                     "has no backward pass"));
+    }
     fa::DeviceTensors t;
     t.q = t.k = t.v = dummy;
     t.o = dummy;
     t.lse = dummy;
+    if (!s->run) {
+      CHECK(fa::check_launch(*s, p, t, h200_limits()) ==
+            std::string("step ") + s->name + " has no forward pass");
+      continue;
+    }
     fa::DeviceTensors null_k = t;
     null_k.k = nullptr;
     CHECK(mentions(fa::check_launch(*s, p, null_k, h200_limits()), "pointer k is null"));
@@ -93,33 +117,34 @@ TEST_CASE("launch checks catch null and misaligned pointers", "[registry]") {
 TEST_CASE("each step's device check accepts an H200-sized launch and rejects an oversized grid",
           "[registry]") {
   const fa::DeviceLimits h200 = h200_limits();
-  for (const fa::StepInfo* s : fa::steps()) {
-    if (!s->check_device) continue;
-    INFO(s->name);
-    fa::Problem p = ok_problem(*s);
-    for (int d : s->head_dims.empty() ? std::vector<int>{64} : s->head_dims)
-      for (bool causal : {false, true}) {
-        p.head_dim = d;
-        p.causal = causal;
-        CHECK(s->check_device(p, h200).empty());
-      }
-    fa::Problem big = p;  // 70000 in every grid dimension a step may use for B or H
-    big.batch = 70000;
-    big.heads_q = big.heads_kv = 1;
-    const std::string e = s->check_device(big, h200);
-    CHECK(mentions(e, "(70000)"));
-    CHECK(mentions(e, "limit of 65535"));
-    CHECK(mentions(e, s->name));
-    // A device with 16 KB of opt-in shared memory: the fused steps (04 on) hold tiles of more
-    // than that and must say so; steps 01-03 ask for no dynamic shared memory.
-    fa::DeviceLimits small = h200;
-    small.sharedMemPerBlockOptin = 16 * 1024;
-    const std::string smem = s->check_device(p, small);
-    if (s->number >= 4)
-      CHECK(mentions(smem, "sharedMemPerBlockOptin of 16384 bytes"));
-    else
-      CHECK(smem.empty());
-  }
+  for (const fa::StepInfo* s : fa::steps())
+    for (auto check : {s->check_device, s->check_backward_device}) {
+      if (!check) continue;
+      INFO(s->name << (check == s->check_device ? " forward" : " backward"));
+      fa::Problem p = ok_problem(*s);
+      for (int d : s->head_dims.empty() ? std::vector<int>{64} : s->head_dims)
+        for (bool causal : {false, true}) {
+          p.head_dim = d;
+          p.causal = causal;
+          CHECK(check(p, h200).empty());
+        }
+      fa::Problem big = p;  // 70000 in every grid dimension a step may use for B or H
+      big.batch = 70000;
+      big.heads_q = big.heads_kv = 1;
+      const std::string e = check(big, h200);
+      CHECK(mentions(e, "(70000)"));
+      CHECK(mentions(e, "limit of 65535"));
+      CHECK(mentions(e, s->name));
+      // A device with 16 KB of opt-in shared memory: the fused steps (04 on) hold tiles of more
+      // than that and must say so; steps 01-03 ask for no dynamic shared memory.
+      fa::DeviceLimits small = h200;
+      small.sharedMemPerBlockOptin = 16 * 1024;
+      const std::string smem = check(p, small);
+      if (s->number >= 4)
+        CHECK(mentions(smem, "sharedMemPerBlockOptin of 16384 bytes"));
+      else
+        CHECK(smem.empty());
+    }
 }
 
 TEST_CASE("the Hopper steps refuse every device but compute capability 9.0, naming the need",

@@ -25,17 +25,7 @@ using fa::StepInfo;
 using namespace fa::test;
 
 // The head dims to test: 32, 64, 128 where the step supports them, else its own list.
-std::vector<int> dims_for(const StepInfo& s) {
-  std::vector<int> out;
-  for (int d : {32, 64, 128}) {
-    Problem p;
-    p.head_dim = d;
-    p.dtype = s.dtypes.front();
-    if (fa::check_step(s, p).empty()) out.push_back(d);
-  }
-  if (out.empty()) out = s.head_dims;
-  return out;
-}
+std::vector<int> dims_for(const StepInfo& s) { return fa::test::dims_for(s, {32, 64, 128}); }
 
 // Changes the inputs of a case before it runs (numerics tests plant NaN, Inf, huge values).
 using Mutate = void (*)(fa::HostInputs&);
@@ -63,29 +53,20 @@ Problem for_step(const StepInfo& step, Problem p) {
   return p;
 }
 
-const std::vector<int> kSizes = {1, 17, 64, 127, 128, 129, 1000};
-
 }  // namespace
 
 TEST_CASE("every N, d and N_q != N_kv", "[shapes]") {
   for (const StepInfo* step : fa::steps())
-    for (int d : dims_for(*step)) {
-      for (int n : kSizes) check_case(*step, make_problem(n <= 129 ? 2 : 1, 2, 2, n, n, d, false));
-      for (auto [nq, nkv] : {std::pair{17, 129}, {128, 1}, {1, 1000}, {200, 64}})
-        check_case(*step, make_problem(1, 2, 2, nq, nkv, d, false));
-    }
+    for (int d : dims_for(*step))
+      for (const Problem& p : shape_problems(d)) check_case(*step, p);
 }
 
 TEST_CASE("causal, bottom-right aligned, including N_q != N_kv", "[causal]") {
   for (const StepInfo* step : fa::steps()) {
     if (!step->causal) continue;
-    for (int d : dims_for(*step)) {
-      for (int n : kSizes) check_case(*step, make_problem(n <= 129 ? 2 : 1, 2, 2, n, n, d, true));
-      // N_q > N_kv leaves the first N_q - N_kv rows without any key (O = 0, L = -inf).
-      for (auto [nq, nkv] :
-           {std::pair{17, 129}, {129, 17}, {1, 1000}, {1000, 1}, {64, 200}, {200, 64}})
-        check_case(*step, make_problem(1, 2, 2, nq, nkv, d, true));
-    }
+    // N_q > N_kv leaves the first N_q - N_kv rows without any key (O = 0, L = -inf).
+    for (int d : dims_for(*step))
+      for (const Problem& p : causal_problems(d)) check_case(*step, p);
   }
 }
 
@@ -93,21 +74,15 @@ TEST_CASE("grouped-query and multi-query attention", "[gqa]") {
   for (const StepInfo* step : fa::steps()) {
     if (!step->gqa) continue;
     for (int d : dims_for(*step))
-      for (bool causal : {false, true}) {
-        check_case(*step, make_problem(2, 6, 2, 129, 129, d, causal));  // GQA, groups of 3
-        check_case(*step, make_problem(1, 4, 1, 100, 257, d, causal));  // MQA
-      }
+      for (bool causal : {false, true})
+        for (const Problem& p : gqa_problems(d, causal)) check_case(*step, p);
   }
 }
 
 TEST_CASE("[B, H, N, d] layout as well as [B, N, H, d]", "[layout]") {
   for (const StepInfo* step : fa::steps())
-    for (int d : dims_for(*step)) {
-      check_case(*step, make_problem(2, 3, 3, 129, 129, d, false, fa::Layout::BHND));
-      check_case(*step, make_problem(1, 2, 2, 1000, 1000, d, step->causal, fa::Layout::BHND));
-      if (step->gqa)
-        check_case(*step, make_problem(2, 4, 2, 77, 200, d, step->causal, fa::Layout::BHND));
-    }
+    for (int d : dims_for(*step))
+      for (const Problem& p : layout_problems(d, step->causal, step->gqa)) check_case(*step, p);
 }
 
 TEST_CASE("mean-shifted and large-magnitude inputs", "[distributions]") {
@@ -116,8 +91,7 @@ TEST_CASE("mean-shifted and large-magnitude inputs", "[distributions]") {
       for (Distribution dist : {Distribution::Shifted, Distribution::Large})
         for (bool causal : {false, true}) {
           if (causal && !step->causal) continue;
-          check_case(*step, make_problem(2, 2, 2, 129, 129, d, causal), dist);
-          check_case(*step, make_problem(1, 2, 2, 1000, 1000, d, causal), dist);
+          for (const Problem& p : distribution_problems(d, causal)) check_case(*step, p, dist);
         }
 }
 

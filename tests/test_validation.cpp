@@ -17,6 +17,9 @@ std::string small_step_check(const fa::Problem& p, const fa::DeviceLimits& dev) 
                         {{0, p.n_q, "n_q (" + std::to_string(p.n_q) + ")"},
                          {1, p.batch * p.heads_q, "batch*heads_q"}});
 }
+// Entry points that are never called: the checks only look at whether they are set.
+void no_run(const fa::Problem&, const fa::DeviceTensors&, void*, fa::Stream) {}
+void no_backward(const fa::Problem&, const fa::BackwardTensors&, void*, fa::Stream) {}
 fa::StepInfo synthetic() {
   fa::StepInfo s;
   s.number = 99;
@@ -27,6 +30,7 @@ fa::StepInfo synthetic() {
   s.gqa = false;
   s.alignment = 16;
   s.check_device = small_step_check;
+  s.run = no_run;
   return s;
 }
 fa::Problem ok_problem() {
@@ -98,6 +102,74 @@ TEST_CASE("check_launch catches null and misaligned pointers, then the device li
   fa::Problem invalid = p;  // an invalid problem is reported before the pointers
   invalid.head_dim = 96;
   CHECK(mentions(fa::check_launch(s, invalid, null_k, h200()), "head_dim (96)"));
+}
+
+TEST_CASE("check_launch and check_backward_launch refuse a pass the step does not have",
+          "[validation]") {
+  alignas(64) static float dummy[64];
+  fa::DeviceTensors t;
+  t.q = t.k = t.v = dummy;
+  t.o = dummy;
+  t.lse = dummy;
+  fa::BackwardTensors b;
+  b.q = b.k = b.v = b.o = b.d_o = dummy;
+  b.dq = b.dk = b.dv = dummy;
+  b.lse = dummy;
+  const fa::StepInfo forward_only = synthetic();
+  CHECK(fa::check_backward_launch(forward_only, ok_problem(), b, h200()) ==
+        "step 99_synthetic has no backward pass");
+  fa::StepInfo backward_only = synthetic();
+  backward_only.run = nullptr;
+  backward_only.backward = no_backward;
+  CHECK(fa::check_launch(backward_only, ok_problem(), t, h200()) ==
+        "step 99_synthetic has no forward pass");
+  CHECK(fa::check_backward_launch(backward_only, ok_problem(), b, h200()).empty());
+}
+
+TEST_CASE("check_backward_launch checks the problem, then every pointer, then the device",
+          "[validation]") {
+  fa::StepInfo s = synthetic();
+  s.backward = no_backward;
+  s.check_backward_device = small_step_check;
+  const fa::Problem p = ok_problem();
+  alignas(64) static float dummy[64];
+  fa::BackwardTensors b;
+  b.q = b.k = b.v = b.o = b.d_o = dummy;
+  b.dq = b.dk = b.dv = dummy;
+  b.lse = dummy;
+  REQUIRE(fa::check_backward_launch(s, p, b, h200()).empty());
+
+  fa::Problem invalid = p;  // an invalid problem is reported before the pointers
+  invalid.causal = true;
+  fa::BackwardTensors null_q = b;
+  null_q.q = nullptr;
+  CHECK(fa::check_backward_launch(s, invalid, null_q, h200()) ==
+        "causal (true) is not supported by step 99_synthetic");
+  CHECK(fa::check_backward_launch(s, p, null_q, h200()) == "pointer q is null");
+  // Every gradient and dO is checked, in the step's alignment; L needs 4 bytes only.
+  const char* base = reinterpret_cast<const char*>(dummy);
+  for (const char* name : {"d_o", "dq", "dk", "dv"}) {
+    fa::BackwardTensors odd = b;
+    const std::string n = name;
+    void* off = const_cast<char*>(base + 8);  // 4-byte aligned, not 16
+    if (n == "d_o") odd.d_o = off;
+    if (n == "dq") odd.dq = off;
+    if (n == "dk") odd.dk = off;
+    if (n == "dv") odd.dv = off;
+    INFO(name);
+    const std::string e = fa::check_backward_launch(s, p, odd, h200());
+    CHECK(mentions(e, "pointer " + n + " ("));
+    CHECK(mentions(e, "is not aligned to 16 bytes as step 99_synthetic requires"));
+  }
+  fa::BackwardTensors lse4 = b;
+  lse4.lse = dummy + 1;  // 4-byte aligned is enough for L
+  CHECK(fa::check_backward_launch(s, p, lse4, h200()).empty());
+
+  fa::DeviceLimits small = h200();
+  small.sharedMemPerBlockOptin = 16 * 1024;
+  CHECK(mentions(fa::check_backward_launch(s, p, b, small), "sharedMemPerBlockOptin of 16384"));
+  s.check_backward_device = nullptr;  // the forward's limits are not the backward's
+  CHECK(fa::check_backward_launch(s, p, b, small).empty());
 }
 
 TEST_CASE("check_fits names the first grid dimension or the shared memory that does not fit",
