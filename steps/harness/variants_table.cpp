@@ -42,7 +42,7 @@ std::string check_variant(const Variant& v) {
 }
 
 struct Row {
-  const StepInfo* step = nullptr;  // a registered step, run through run_step
+  const StepInfo* step = nullptr;    // a registered step, run through run_step
   const Variant* variant = nullptr;  // or a variant
   std::string name, change, config;
   int regs = 0, spill = 0, smem = 0;
@@ -139,8 +139,8 @@ int run_main(const Table& table, int argc, char** argv) try {
         for (Row& r : rows) {
           double ms = 0;
           if (r.step) {
-            ms = time_median_ms([&] { run_step(*r.step, p, dev.tensors(), nullptr); }, warmup,
-                                reps);
+            ms =
+                time_median_ms([&] { run_step(*r.step, p, dev.tensors(), nullptr); }, warmup, reps);
           } else if (r.check == "ok") {
             ms = time_median_ms([&] { r.variant->run(p, dev.tensors()); }, warmup, reps);
           } else {  // failed its check: not timed

@@ -30,10 +30,10 @@ struct Variant {
 
 /// \brief What a step's variants program is made of.
 struct Table {
-  std::string program;                    ///< "variants_07"
-  std::string title;                      ///< the Markdown heading, e.g. "Step 07, version by version"
-  std::vector<int> head_dims;             ///< the head dims variants are compiled for
-  std::vector<std::string> steps;         ///< registered steps timed first, on the same inputs
+  std::string program;             ///< "variants_07"
+  std::string title;               ///< the Markdown heading, e.g. "Step 07, version by version"
+  std::vector<int> head_dims;      ///< the head dims variants are compiled for
+  std::vector<std::string> steps;  ///< registered steps timed first, on the same inputs
   std::function<std::string(const StepInfo&)> step_change;  ///< their "change" column
   std::function<std::vector<Variant>(int)> variants_for;    ///< the variants of one head dim
 };

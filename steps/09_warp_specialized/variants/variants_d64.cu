@@ -17,7 +17,8 @@ void add_d64_variants(std::vector<Variant>& out) {
       "w3", "+ the softmax under its own P V (= step 09)"));
   out.push_back(make_variant<KernelTraits<64, 3, 128, 2, E, false, true>>(
       "o1", "w1 + the softmax under its own P V, no ping-pong"));
-  out.push_back(make_variant<KernelTraits<64, 2, 128, 2, E>>("t1", "w3 with 2 consumers (128 rows)"));
+  out.push_back(
+      make_variant<KernelTraits<64, 2, 128, 2, E>>("t1", "w3 with 2 consumers (128 rows)"));
   out.push_back(make_variant<KernelTraits<64, 3, 128, 3, E>>("t2", "w3 with 3 K/V stages"));
 }
 
