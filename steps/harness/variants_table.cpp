@@ -14,6 +14,7 @@
 #include "common/perf.h"
 #include "reference/compare.h"
 #include "steps/harness/cli.h"
+#include "steps/harness/spin.h"
 
 namespace fa::variants {
 namespace {
@@ -39,6 +40,22 @@ std::string check_variant(const Variant& v) {
     if (!e.empty()) return p.describe() + ": " + e;
   }
   return {};
+}
+
+/// The median of `reps` timed calls after `warmup` untimed ones, each timed call after a GPU
+/// spin of `spin_cycles` (spin.h), as bench_all times the steps.
+template <typename Fn>
+double time_with_spin(Fn&& fn, int warmup, int reps, long long spin_cycles) {
+  for (int i = 0; i < warmup; ++i) fn();
+  EventTimer t;
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    bench::gpu_spin(spin_cycles);
+    t.start();
+    fn();
+    ms.push_back(t.stop_ms());
+  }
+  return median(ms);
 }
 
 struct Row {
@@ -81,6 +98,12 @@ int run_main(const Table& table, int argc, char** argv) try {
   app.add_option("--warmup", warmup, "untimed runs first")
       ->check(cli::int_range(0, 10000))
       ->capture_default_str();
+  long long spin_cycles = 1000000;
+  app.add_option("--queue-ahead-cycles", spin_cycles,
+                 "before each timed call, a GPU spin of this many clock cycles, as bench_all "
+                 "does (docs/conventions.md, Timing); 0 = back to back")
+      ->check(cli::int_range(0))
+      ->capture_default_str();
   app.add_option("--out-md", out_md, "also write the tables to this Markdown file");
   app.add_option("--meta", meta, "a line for the top of the Markdown (GPU, driver, commit)");
   FA_CLI_PARSE(app, argc, argv);
@@ -95,7 +118,10 @@ int run_main(const Table& table, int argc, char** argv) try {
   md << "# " << table.title << " (bf16, B·N = 16384, H·d = 2048, [B, N, H, d])\n\n";
   if (!meta.empty()) md << meta << "\n\n";
   md << "TFLOP/s (4·B·H·N²·d, halved when causal), median of " << reps << " runs after " << warmup
-     << " warm-ups, every configuration in one process (build/bin/" << table.program << "). "
+     << " warm-ups, every configuration in one process (build/bin/" << table.program << "), "
+     << (spin_cycles > 0 ? "each timed call after a GPU spin of " + std::to_string(spin_cycles) +
+                               " cycles as in bench_all. "
+                         : "timed back to back. ")
      << "Each variant first passes the tests' judge against the double reference on four "
         "small awkward problems (tails, N_q ≠ N_kv, causal, GQA, both layouts). regs / spill: "
         "registers per thread and local-memory bytes of the non-causal kernel.\n";
@@ -139,10 +165,11 @@ int run_main(const Table& table, int argc, char** argv) try {
         for (Row& r : rows) {
           double ms = 0;
           if (r.step) {
-            ms =
-                time_median_ms([&] { run_step(*r.step, p, dev.tensors(), nullptr); }, warmup, reps);
+            ms = time_with_spin([&] { run_step(*r.step, p, dev.tensors(), nullptr); }, warmup, reps,
+                                spin_cycles);
           } else if (r.check == "ok") {
-            ms = time_median_ms([&] { r.variant->run(p, dev.tensors()); }, warmup, reps);
+            ms = time_with_spin([&] { r.variant->run(p, dev.tensors()); }, warmup, reps,
+                                spin_cycles);
           } else {  // failed its check: not timed
             r.tflops.push_back(0);
             continue;
