@@ -131,8 +131,11 @@ DecodeResult merge_splits(const DecodeProblem& p, const std::vector<DecodeResult
         r.lse[li] = lse;
         double* o = r.o.data() + row * d;
         for (const DecodeResult& part : parts) {
-          const double w = std::exp(part.lse[li] - lse);  // 0 for an empty split
-          if (w == 0.0) continue;  // skip, so that an empty split's O never matters
+          // Skip an empty split (L = -inf), so that its O never matters. A split that saw keys
+          // is weighed even when its weight underflows to 0: a NaN in its O then reaches the
+          // row, as it does in attention() (0 · NaN), instead of vanishing with the split.
+          if (part.lse[li] == kNegInf) continue;
+          const double w = std::exp(part.lse[li] - lse);
           const double* os = part.o.data() + row * d;
           for (int t = 0; t < d; ++t) o[t] += w * os[t];
         }

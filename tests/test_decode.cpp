@@ -338,6 +338,18 @@ TEST_CASE("decode: the merge, by hand, with empty splits and NaN", "[decode]") {
   CHECK(std::isnan(mn.lse[0]));
   CHECK(std::isnan(mn.o[0]));
   CHECK(mn.lse[1] == kNegInf);
+  // A split whose weight underflows to 0 (L 800 below the other's) still carries a NaN in
+  // its O to the row, as attention() does; with a finite O it adds nothing.
+  const DecodeResult tiny_nan{{std::numeric_limits<double>::quiet_NaN(), 0.0, 0.0, 0.0},
+                              {std::log(6.0) - 800.0, kNegInf}};
+  const DecodeResult mt = fa::ref::merge_splits(p, {tiny_nan, b});
+  CHECK(std::isnan(mt.o[0]));
+  CHECK(close(mt.o[1], -2.0, 1e-15));
+  CHECK(close(mt.lse[0], std::log(6.0), 1e-15));
+  DecodeResult tiny = tiny_nan;
+  tiny.o[0] = 1e300;
+  const DecodeResult mf = fa::ref::merge_splits(p, {tiny, b});
+  CHECK(close(mf.o[0], 5.0, 1e-15));
   // Wrong shapes and no parts are refused.
   CHECK_THROWS_WITH(fa::ref::merge_splits(p, {}), "merge_splits: parts is empty (need at least 1)");
   const DecodeResult short_part{{1.0}, {0.0}};
