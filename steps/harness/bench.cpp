@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -67,14 +68,17 @@ std::string record_name(const std::string& impl, const fa::Problem& p) {
 }
 
 // Benchmarks that stopped with an error (out of memory, a failed launch): main's exit status.
-int g_failed = 0;
+// The benchmarks that stopped with an error, by name: each once, however many repetitions
+// (--benchmark_repetitions) ran it.
+std::set<std::string> g_failed;
 
 // The timing loop shared by steps and the baseline. `setup` returns the function to time.
 /// Clock cycles of the GPU spin queued before each timed call (--queue-ahead-cycles).
 long long g_spin_cycles = 1000000;
 
-void time_it(benchmark::State& state, const fa::Problem& p, std::size_t extra_bytes,
-             double nxn_bytes, const std::function<std::function<void()>()>& setup) {
+void time_it(benchmark::State& state, const std::string& name, const fa::Problem& p,
+             std::size_t extra_bytes, double nxn_bytes,
+             const std::function<std::function<void()>()>& setup) {
   std::vector<double> ms;
   try {
     std::function<void()> fn = setup();
@@ -92,7 +96,7 @@ void time_it(benchmark::State& state, const fa::Problem& p, std::size_t extra_by
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
-    ++g_failed;
+    g_failed.insert(name);
     cudaGetLastError();  // clear a sticky-free error such as an allocation failure
     return;
   }
@@ -244,12 +248,14 @@ int main(int argc, char** argv) try {
   for (const Planned& x : plan) {
     const fa::Problem p = x.p;
     if (const fa::StepInfo* step = x.step) {
+      const std::string name = record_name(step->name, p);
       benchmark::RegisterBenchmark(
-          record_name(step->name, p).c_str(),
-          [step, p](benchmark::State& st) {
+          name.c_str(),
+          [step, p, name](benchmark::State& st) {
             const std::size_t ws = step->workspace_bytes ? step->workspace_bytes(p) : 0;
             auto buffer = std::make_shared<fa::DeviceBuffer>();
-            time_it(st, p, ws, step->nxn_bytes_written ? double(step->nxn_bytes_written(p)) : 0,
+            time_it(st, name, p, ws,
+                    step->nxn_bytes_written ? double(step->nxn_bytes_written(p)) : 0,
                     [step, p, ws, buffer]() -> std::function<void()> {
                       fa::DeviceProblem& dev = inputs_for(p);
                       *buffer = fa::DeviceBuffer(ws);
@@ -262,11 +268,12 @@ int main(int argc, char** argv) try {
           ->MinTime(min_time)
           ->Unit(benchmark::kMillisecond);
     } else {
+      const std::string name = record_name("cublas_baseline", p);
       benchmark::RegisterBenchmark(
-          record_name("cublas_baseline", p).c_str(),
-          [p](benchmark::State& st) {
+          name.c_str(),
+          [p, name](benchmark::State& st) {
             auto base = std::make_shared<std::unique_ptr<fa::baseline::CublasAttention>>();
-            time_it(st, p, fa::baseline::CublasAttention::workspace_bytes(p),
+            time_it(st, name, p, fa::baseline::CublasAttention::workspace_bytes(p),
                     double(fa::baseline::CublasAttention::nxn_bytes_written(p)),
                     [p, base]() -> std::function<void()> {
                       fa::DeviceProblem& dev = inputs_for(p);
@@ -282,9 +289,9 @@ int main(int argc, char** argv) try {
 
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  if (g_failed > 0) {
-    std::fprintf(stderr, "%d benchmark%s stopped with an error (see ERROR OCCURRED above)\n",
-                 g_failed, g_failed == 1 ? "" : "s");
+  if (!g_failed.empty()) {
+    std::fprintf(stderr, "%zu benchmark%s stopped with an error (see ERROR OCCURRED above)\n",
+                 g_failed.size(), g_failed.size() == 1 ? "" : "s");
     return 1;
   }
   return 0;
