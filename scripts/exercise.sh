@@ -34,6 +34,15 @@ build() {
   fa_configure
   # Without the CUDA toolkit only exercise 00 is configured: say why instead of "no rule".
   if [ "$1" != exercise_00 ] && ! fa_has_cuda; then fa_cuda_note; exit 1; fi
+  # A step this toolkit cannot build (08 and 09 need sm_90a: nvcc 12.0 or newer) has no
+  # exercise target either: say so instead of "no rule to make target".
+  if [ "${FA_NO_BUILD:-0}" != 1 ] &&
+     ! cmake --build "$(fa_build_dir)" --target help 2>/dev/null | grep -qw -- "$1"; then
+    echo "error: this build has no target $1: step ${1#exercise_} is not built with this" \
+         "toolkit (steps 08 and 09 need nvcc 12.0 or newer for sm_90a; the configure" \
+         "output says why)" >&2
+    exit 1
+  fi
   fa_build --target "$@"
 }
 
