@@ -703,8 +703,7 @@ TEST_CASE("hand-checked backward: chapter 10's worked example", "[cpu][backward]
   p.scale = 1.f;
   const std::vector<float> q = {1.f}, k = {0.f, std::log(3.f)}, v = {4.f, 8.f}, d_o = {2.f};
   const auto g = fa::ref::attention_backward(p, q.data(), k.data(), v.data(), d_o.data());
-  const auto plain =
-      fa::ref::attention_backward_plain(p, q.data(), k.data(), v.data(), d_o.data());
+  const auto plain = fa::ref::attention_backward_plain(p, q.data(), k.data(), v.data(), d_o.data());
   const double eps = 1e-6;
   CHECK(std::abs(g.delta[0] - 14.0) < eps);
   CHECK(std::abs(g.dv[0] - 0.5) < eps);
