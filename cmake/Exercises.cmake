@@ -10,9 +10,12 @@
 #                        the solution's files of the same names. GPU steps: the GPU suite
 #                        (fa_gpu_tests_obj) over the step compiled from exercise/ plus the
 #                        step's other sources (copied to the build tree when the exercise
-#                        overrides a header, see below). Step 00: the CPU tests of the
-#                        reference and the streaming model (test_reference.cpp) over
-#                        exercise/*.cpp plus the rest of reference/.
+#                        overrides a header, see below); a backward step (one added by
+#                        fa_add_backward_step, listed in FA_BACKWARD_STEPS, so call this
+#                        after it) gets the backward suite (fa_gpu_backward_tests_obj,
+#                        tests/test_backward.cpp), as its test_NN_slug does. Step 00: the CPU
+#                        tests of the reference and the streaming model (test_reference.cpp)
+#                        over exercise/*.cpp plus the rest of reference/.
 #   exercise_NN/<group>  its ctest entries, labels "exercise;exercise_NN" (ctest -L
 #                        exercise_NN). scripts/test.sh leaves the label "exercise" out: the
 #                        skeletons fail until solved.
@@ -89,8 +92,15 @@ function(fa_add_exercise name)
     # first, then the step's (for the headers the exercise leaves alone).
     target_include_directories(${exe}_step BEFORE PRIVATE ${ex_dir} ${sol_dir})
     target_link_libraries(${exe}_step PUBLIC fa_cuda)
+    # The suite the step's own test program runs: the backward one for a backward step.
+    get_property(backward_steps GLOBAL PROPERTY FA_BACKWARD_STEPS)
+    if(name IN_LIST backward_steps)
+      set(suite fa_gpu_backward_tests_obj)
+    else()
+      set(suite fa_gpu_tests_obj)
+    endif()
     add_executable(${exe} EXCLUDE_FROM_ALL)
-    target_link_libraries(${exe} PRIVATE fa_gpu_tests_obj ${exe}_step)
+    target_link_libraries(${exe} PRIVATE ${suite} ${exe}_step)
     fa_add_gpu_tests(${exe} ${exe} LABELS exercise ${exe})
   endif()
   add_dependencies(exercises ${exe})

@@ -693,6 +693,30 @@ TEST_CASE("hand-checked backward: one key, grouped heads", "[cpu][backward]") {
     }
 }
 
+TEST_CASE("hand-checked backward: chapter 10's worked example", "[cpu][backward]") {
+  // The example docs/10-backward.md works by hand: d = 1, scale = 1, one query q = 1, keys
+  // 0 and ln 3 (weights 1/4, 3/4), values 4 and 8 (O = 7, L = ln 4), dO = 2. Then
+  // dV = Pᵀ dO = (1/2, 3/2), dP = dO·V = (8, 16), D = dO·O = 14 = Σ P dP,
+  // dS = P ∘ (dP − D) = (−3/2, 3/2) (a row of dS sums to 0), dQ = dS K = (3/2) ln 3,
+  // dK = dSᵀ q = (−3/2, 3/2).
+  Problem p = make_problem(1, 1, 1, 1, 2, 1, false, Layout::BNHD);
+  p.scale = 1.f;
+  const std::vector<float> q = {1.f}, k = {0.f, std::log(3.f)}, v = {4.f, 8.f}, d_o = {2.f};
+  const auto g = fa::ref::attention_backward(p, q.data(), k.data(), v.data(), d_o.data());
+  const auto plain = fa::ref::attention_backward_plain(p, q.data(), k.data(), v.data(), d_o.data());
+  const double eps = 1e-6;
+  CHECK(std::abs(g.delta[0] - 14.0) < eps);
+  CHECK(std::abs(g.dv[0] - 0.5) < eps);
+  CHECK(std::abs(g.dv[1] - 1.5) < eps);
+  CHECK(std::abs(g.dk[0] + 1.5) < eps);
+  CHECK(std::abs(g.dk[1] - 1.5) < eps);
+  CHECK(std::abs(g.dq[0] - 1.5 * std::log(3.0)) < eps);
+  CHECK(std::abs(plain.delta[0] - 14.f) < 1e-5f);
+  CHECK(std::abs(plain.dq[0] - 1.5f * std::log(3.f)) < 1e-5f);
+  CHECK(std::abs(plain.dk[1] - 1.5f) < 1e-5f);
+  CHECK(std::abs(plain.dv[1] - 1.5f) < 1e-5f);
+}
+
 TEST_CASE("plain float backward matches the double backward", "[cpu][backward]") {
   // fp32: float sums of up to ~260 terms, and dS = P ∘ (dP − D) subtracts numbers of
   // similar size, so the relative error reaches 7e-7 (measured): 1e-5 leaves a margin of ten.
