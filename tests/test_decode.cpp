@@ -24,6 +24,7 @@
 #include "reference/attention.h"
 #include "reference/decode.h"
 #include "tests/catch.hpp"
+#include "tests/decode_cases.h"
 
 namespace {
 
@@ -31,54 +32,14 @@ using fa::CacheKind;
 using fa::DecodeProblem;
 using fa::HostKVCache;
 using fa::ref::DecodeResult;
+using fa::test::contiguous;
+using fa::test::paged;
+using fa::test::shapes;
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 /// Split-KV against one split, both in double: only the order of the sums differs, so the
 /// results agree to a few units of double rounding. Relative to max(1, |value|).
 constexpr double kSplitTol = 1e-12;
-
-/// A step's shapes; the cache is chosen by contiguous() or paged().
-DecodeProblem shapes(int hq, int hkv, int d, int q_len, std::vector<int> lens) {
-  DecodeProblem p;
-  p.batch = static_cast<int>(lens.size());
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.head_dim = d;
-  p.q_len = q_len;
-  p.cache_lens = std::move(lens);
-  return p;
-}
-
-/// A contiguous cache of `n_max` rows per sequence (0: exactly the longest sequence).
-DecodeProblem contiguous(DecodeProblem p, int n_max = 0) {
-  p.cache = CacheKind::Contiguous;
-  p.n_max = n_max > 0 ? n_max : p.max_kv_len();
-  return p;
-}
-
-/// A paged cache: every sequence gets the pages it needs, drawn from a pool with `spare` extra
-/// pages, all in shuffled order (seeded); unused table entries hold -1.
-DecodeProblem paged(DecodeProblem p, int page_size, std::uint64_t seed, int spare = 3) {
-  p.cache = CacheKind::Paged;
-  p.page_size = page_size;
-  std::vector<int> need(p.batch);
-  int total = 0;
-  for (int b = 0; b < p.batch; ++b) {
-    need[b] = (p.kv_len(b) + page_size - 1) / page_size;
-    total += need[b];
-    p.max_pages = std::max(p.max_pages, need[b]);
-  }
-  p.num_pages = total + spare;
-  std::vector<int> pool(p.num_pages);
-  std::iota(pool.begin(), pool.end(), 0);
-  std::mt19937_64 rng(seed);
-  std::shuffle(pool.begin(), pool.end(), rng);
-  p.block_table.assign(std::size_t(p.batch) * p.max_pages, -1);
-  int next = 0;
-  for (int b = 0; b < p.batch; ++b)
-    for (int j = 0; j < need[b]; ++j) p.block_table[b * p.max_pages + j] = pool[next++];
-  return p;
-}
 
 /// Every sequence's keys and values in dense form, [kv_len(b), H_kv, d] each, and Q.
 struct DecodeData {
