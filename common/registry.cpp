@@ -1,25 +1,35 @@
 #include "common/registry.h"
 
-#include "common/decode_registry.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
 
+#include "common/decode_registry.h"
+
 namespace fa {
 namespace {
 
-std::vector<std::unique_ptr<StepInfo>>& storage() {
-  static std::vector<std::unique_ptr<StepInfo>> s;
-  return s;
-}
+/// The registered steps of one kind (forward/backward: StepInfo; decoding: DecodeStepInfo),
+/// owned, and in chapter order. One per kind, built on first use (before main(), by the
+/// registrars), so the order of static initialisation across files does not matter.
+template <class Info>
+struct Registry {
+  std::vector<std::unique_ptr<Info>> storage;
+  std::vector<const Info*> ordered;
 
-std::vector<const StepInfo*>& ordered() {
-  static std::vector<const StepInfo*> v;
-  return v;
-}
+  static Registry& get() {
+    static Registry r;
+    return r;
+  }
+  void add(const Info& info) {
+    storage.push_back(std::make_unique<Info>(info));
+    ordered.push_back(storage.back().get());
+    std::sort(ordered.begin(), ordered.end(),
+              [](const Info* a, const Info* b) { return a->number < b->number; });
+  }
+};
 
 std::string join_dtypes(const std::vector<DType>& ts) {
   std::string out;
@@ -29,15 +39,9 @@ std::string join_dtypes(const std::vector<DType>& ts) {
 
 }  // namespace
 
-StepRegistrar::StepRegistrar(const StepInfo& info) {
-  storage().push_back(std::make_unique<StepInfo>(info));
-  auto& v = ordered();
-  v.push_back(storage().back().get());
-  std::sort(v.begin(), v.end(),
-            [](const StepInfo* a, const StepInfo* b) { return a->number < b->number; });
-}
+StepRegistrar::StepRegistrar(const StepInfo& info) { Registry<StepInfo>::get().add(info); }
 
-const std::vector<const StepInfo*>& steps() { return ordered(); }
+const std::vector<const StepInfo*>& steps() { return Registry<StepInfo>::get().ordered; }
 
 namespace {
 
@@ -209,30 +213,13 @@ std::string check_fits(const char* step, const DeviceLimits& prop, const Problem
 // Decoding steps (decode_registry.h)
 // ---------------------------------------------------------------------------------------------
 
-namespace {
-
-std::vector<std::unique_ptr<DecodeStepInfo>>& decode_storage() {
-  static std::vector<std::unique_ptr<DecodeStepInfo>> s;
-  return s;
-}
-
-std::vector<const DecodeStepInfo*>& decode_ordered() {
-  static std::vector<const DecodeStepInfo*> v;
-  return v;
-}
-
-}  // namespace
-
 DecodeStepRegistrar::DecodeStepRegistrar(const DecodeStepInfo& info) {
-  decode_storage().push_back(std::make_unique<DecodeStepInfo>(info));
-  auto& v = decode_ordered();
-  v.push_back(decode_storage().back().get());
-  std::sort(v.begin(), v.end(), [](const DecodeStepInfo* a, const DecodeStepInfo* b) {
-    return a->number < b->number;
-  });
+  Registry<DecodeStepInfo>::get().add(info);
 }
 
-const std::vector<const DecodeStepInfo*>& decode_steps() { return decode_ordered(); }
+const std::vector<const DecodeStepInfo*>& decode_steps() {
+  return Registry<DecodeStepInfo>::get().ordered;
+}
 
 const DecodeStepInfo* find_decode_step(const std::string& key) {
   for (const DecodeStepInfo* s : decode_steps())

@@ -112,7 +112,8 @@ TEST_CASE("decode: one split, many, empty splits; one equals many", "[splits]") 
   check_both_caches(base, 64, 32, 0);  // the rule's choice
 
   // The same inputs in 1 and in 9 splits: O within two units in the last place of the dtype
-  // (only the order of the fp32 sums differs, then one rounding to 16 bits), L within 1e-4.
+  // (only the order of the fp32 sums differs, then one rounding to 16 bits; 1e-5 for the fp32
+  // noise where O is near 0), L within 1e-4 relative.
   for_each_config(paged(base, 16, 33), [](const DecodeStepInfo& step, DecodeProblem p) {
     const auto c = fa::test::make_case(p, 34);
     const auto one = fa::test::run_case(step, c, 1), many = fa::test::run_case(step, c, 9);
@@ -121,7 +122,7 @@ TEST_CASE("decode: one split, many, empty splits; one equals many", "[splits]") 
     for (std::size_t x = 0; x < one.o.size(); ++x) {
       const double mag = std::max(std::abs(one.o[x]), std::abs(many.o[x]));
       INFO("O element " << x << ": " << one.o[x] << " vs " << many.o[x]);
-      REQUIRE(std::abs(one.o[x] - many.o[x]) <= 2 * fa::ulp_of(p.dtype, mag) + 1e-6);
+      REQUIRE(std::abs(one.o[x] - many.o[x]) <= 2 * fa::ulp_of(p.dtype, mag) + 1e-5);
     }
     for (std::size_t x = 0; x < one.lse.size(); ++x) {
       INFO("L element " << x << ": " << one.lse[x] << " vs " << many.lse[x]);
