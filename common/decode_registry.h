@@ -87,6 +87,12 @@ std::string check_decode_launch(const DecodeStepInfo& step, const DecodeProblem&
                                 const DecodeTensors& t, int num_splits,
                                 const DeviceLimits& device);
 
+/// \brief Does `device` refuse `step` outright? "" when the step can run its smallest problem
+/// there (its first dtype and head dim, one sequence, one new token, one split), otherwise
+/// check_device's reason (e.g. a compute capability below what its copies need).
+/// \param step the step \param device the device's limits \return "" or the reason
+std::string device_refusal(const DecodeStepInfo& step, const DeviceLimits& device);
+
 /// \brief Adds a decoding step to the registry; use FA_REGISTER_DECODE_STEP.
 struct DecodeStepRegistrar {
   /// \brief Appends `info` to decode_steps(). \param info the step's description

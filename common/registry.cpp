@@ -232,6 +232,16 @@ std::string check_decode_step(const DecodeStepInfo& step, const DecodeProblem& p
   return check_types(step.name, step.dtypes, step.head_dims, p.dtype, p.head_dim);
 }
 
+std::string device_refusal(const DecodeStepInfo& step, const DeviceLimits& device) {
+  if (!step.check_device) return {};
+  DecodeProblem p;
+  p.cache_lens = {0};
+  p.n_max = 1;
+  if (!step.dtypes.empty()) p.dtype = step.dtypes.front();
+  if (!step.head_dims.empty()) p.head_dim = step.head_dims.front();
+  return step.check_device(p, 1, device);
+}
+
 std::string check_decode_launch(const DecodeStepInfo& step, const DecodeProblem& p,
                                 const DecodeTensors& t, int num_splits,
                                 const DeviceLimits& device) {

@@ -93,6 +93,8 @@ TEST_CASE("each decoding step refuses bad problems and launches with a clear mes
     fa::DeviceLimits old = h200;
     old.major = 7;
     CHECK(mentions(fa::check_decode_launch(*s, p, t, 4, old), "compute capability 7.0"));
+    CHECK(fa::device_refusal(*s, h200) == "");  // the GPU tests skip where this is not ""
+    CHECK(mentions(fa::device_refusal(*s, old), "compute capability 7.0"));
     fa::DeviceLimits small = h200;
     small.sharedMemPerBlockOptin = 1024;
     CHECK(mentions(fa::check_decode_launch(*s, p, t, 4, small), "shared memory per block"));

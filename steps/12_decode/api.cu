@@ -40,6 +40,18 @@
 // chunk when group · q_len > 32), the new rows written once, Q and O once, and the workspace,
 // num_splits · B · H_q · q_len · (d + 1) · 4 bytes, written and read once.
 //
+// The kernels (CUDA 13.0, sm_90, nvcc -Xptxas -v; fp16 and bf16 compile to the same counts):
+//
+//   kernel                 d     threads  smem     registers  spills
+//   append                 any   128      0        32         none
+//   split-KV attention     64    128      52 KB    116        none
+//   split-KV attention     128   128      92 KB    123        none
+//   combine                64    128      0        32         none
+//   combine                128   128      0        32         none
+//
+// (compile one alone: nvcc -std=c++17 -O3 --expt-relaxed-constexpr
+//  -gencode arch=compute_90,code=sm_90 -I. -Xptxas -v -c steps/12_decode/decode_d128_bf16.cu)
+//
 // Not yet (later steps): the tensor cores (rows per block are few, the cache's bytes bound the
 // kernel; see decode_params.cuh), fp32, head dims other than 64 and 128, skipping the
 // workspace when num_splits = 1, a measured split rule, a benchmark and a chapter.

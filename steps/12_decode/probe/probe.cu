@@ -96,13 +96,9 @@ int main() {
   }
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  if (step->check_device) {
-    DecodeProblem p = contiguous(shapes(1, 1, 64, 1, {0}));
-    p.dtype = fa::DType::BF16;
-    if (const std::string why = step->check_device(p, 1, fa::device_limits(device)); !why.empty()) {
-      std::printf("SKIPPED: %s\n", why.c_str());
-      return 77;
-    }
+  if (const std::string why = fa::device_refusal(*step, fa::device_limits(device)); !why.empty()) {
+    std::printf("SKIPPED: %s\n", why.c_str());
+    return 77;
   }
   for (fa::DType t : {fa::DType::F16, fa::DType::BF16}) {
     for (int d : {64, 128}) {
