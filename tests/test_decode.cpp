@@ -25,6 +25,7 @@
 #include "reference/decode.h"
 #include "tests/catch.hpp"
 #include "tests/decode_cases.h"
+#include "tests/decode_judge.h"
 
 namespace {
 
@@ -480,4 +481,52 @@ TEST_CASE("decode: bytes read count every attended K and V row once", "[decode]"
   // (13 + 103) rows · 2 heads · 128 · 2 (K and V) · 2 bytes
   CHECK(p.kv_bytes_read() == 116.0 * 2 * 128 * 2 * 2);
   CHECK(p.describe() == "B=2 Hq=8 Hkv=2 q_len=3 d=128 lens=[10,100] contiguous(N_max 200) bf16");
+}
+
+TEST_CASE("decode: the GPU tests' case and verdict (decode_judge.h) pass the reference, fail errors",
+          "[decode]") {
+  for (fa::DType t : {fa::DType::F16, fa::DType::BF16}) {
+    DecodeProblem p = paged(shapes(4, 2, 64, 3, {0, 70, 129}), 16, 51);
+    p.dtype = t;
+    INFO(p.describe());
+    const fa::test::DecodeCase c = fa::test::make_case(p, 52);
+    // The cache holds cache_lens[b] rows before the step, kv_len(b) after; NaN elsewhere.
+    auto written = [](const std::vector<float>& x) {
+      return std::count_if(x.begin(), x.end(), [](float v) { return !std::isnan(v); });
+    };
+    const std::int64_t row = std::int64_t{p.heads_kv} * p.head_dim;
+    CHECK(written(c.before.k) == (0 + 70 + 129) * row);
+    CHECK(written(c.after.v) == (3 + 73 + 132) * row);
+    for (float x : c.q) CHECK(x == fa::round_to(t, x));
+
+    // The reference's own answer, stored as a step stores it, passes.
+    const DecodeResult ref = fa::ref::decode_attention(p, c.q.data(), c.after);
+    fa::test::DecodeRun good;
+    good.num_splits = 1;
+    for (double x : ref.o) good.o.push_back(fa::round_to(t, static_cast<float>(x)));
+    for (double x : ref.lse) good.lse.push_back(static_cast<float>(x));
+    good.k = c.after.k;
+    good.v = c.after.v;
+    CHECK(fa::test::judge_case(c, good) == "");
+
+    // Wrong answers fail, each with what is wrong.
+    fa::test::DecodeRun bad = good;
+    bad.o[bad.o.size() / 2] += 0.25f;
+    CHECK(fa::test::judge_case(c, bad).find("sequence 1") != std::string::npos);
+    bad = good;
+    bad.o.back() = std::numeric_limits<float>::quiet_NaN();  // an element never written
+    CHECK(fa::test::judge_case(c, bad).find("sequence 2") != std::string::npos);
+    bad = good;
+    bad.lse[0] += 0.01f;
+    CHECK(fa::test::judge_case(c, bad).find("sequence 0") != std::string::npos);
+    bad = good;
+    bad.k = c.before.k;  // nothing appended
+    CHECK(fa::test::judge_case(c, bad).find("K cache element") != std::string::npos);
+    bad = good;
+    const auto nan_at = std::find_if(c.after.v.begin(), c.after.v.end(),
+                                     [](float v) { return std::isnan(v); });
+    REQUIRE(nan_at != c.after.v.end());
+    bad.v[nan_at - c.after.v.begin()] = 0.f;  // a row outside the step's written
+    CHECK(fa::test::judge_case(c, bad).find("V cache element") != std::string::npos);
+  }
 }
