@@ -29,11 +29,11 @@ namespace fa {
 /// do not: a position past the capacity or a pool page out of range is skipped (append) or read
 /// as zeros (attention).
 struct DecodeTensors {
-  const void* q = nullptr;      ///< [B, q_len, H_q, d], the step's dtype
-  const void* k_new = nullptr;  ///< [B, q_len, H_kv, d]: this step's new keys
-  const void* v_new = nullptr;  ///< [B, q_len, H_kv, d]: this step's new values
-  void* k_cache = nullptr;      ///< the K cache (DecodeProblem::cache_elems() elements)
-  void* v_cache = nullptr;      ///< the V cache, the same shape
+  const void* q = nullptr;           ///< [B, q_len, H_q, d], the step's dtype
+  const void* k_new = nullptr;       ///< [B, q_len, H_kv, d]: this step's new keys
+  const void* v_new = nullptr;       ///< [B, q_len, H_kv, d]: this step's new values
+  void* k_cache = nullptr;           ///< the K cache (DecodeProblem::cache_elems() elements)
+  void* v_cache = nullptr;           ///< the V cache, the same shape
   const int* cache_lens = nullptr;   ///< [B] keys in the cache before the step
   const int* block_table = nullptr;  ///< [B, max_pages] (paged cache only; null otherwise)
   void* o = nullptr;                 ///< [B, q_len, H_q, d], the step's dtype
@@ -84,8 +84,7 @@ std::string check_decode_step(const DecodeStepInfo& step, const DecodeProblem& p
 /// \param num_splits the split count of the launch \param device the device's limits
 /// \return "" when the launch may go ahead, otherwise the message
 std::string check_decode_launch(const DecodeStepInfo& step, const DecodeProblem& p,
-                                const DecodeTensors& t, int num_splits,
-                                const DeviceLimits& device);
+                                const DecodeTensors& t, int num_splits, const DeviceLimits& device);
 
 /// \brief Does `device` refuse `step` outright? "" when the step can run its smallest problem
 /// there (its first dtype and head dim, one sequence, one new token, one split), otherwise

@@ -86,7 +86,8 @@ void run_decode(const DecodeStepInfo& step, const DecodeProblem& p, const Decode
   const DeviceLimits limits = limits_if(step.check_device != nullptr);
   if (std::string e = check_decode_launch(step, p, t, num_splits, limits); !e.empty())
     throw std::invalid_argument(e);
-  if (step.workspace_bytes) check_workspace(step.name, step.workspace_bytes(p, num_splits), workspace);
+  if (step.workspace_bytes)
+    check_workspace(step.name, step.workspace_bytes(p, num_splits), workspace);
   step.run(p, t, num_splits, workspace, stream);
   CUDA_CHECK_LAUNCH();
 }

@@ -152,7 +152,8 @@ std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTen
   if (step.run == nullptr) return std::string("step ") + step.name + " has no forward pass";
   const int a = step.alignment;
   if (std::string e = check_pointers(
-          step.name, {{"q", t.q, a}, {"k", t.k, a}, {"v", t.v, a}, {"o", t.o, a}, {"lse", t.lse, 4}});
+          step.name,
+          {{"q", t.q, a}, {"k", t.k, a}, {"v", t.v, a}, {"o", t.o, a}, {"lse", t.lse, 4}});
       !e.empty())
     return e;
   if (step.check_device) {
@@ -177,14 +178,14 @@ std::string check_backward_launch(const StepInfo& step, const Problem& p, const 
   if (step.backward == nullptr) return std::string("step ") + step.name + " has no backward pass";
   const int a = step.alignment;
   if (std::string e = check_pointers(step.name, {{"q", t.q, a},
-                                            {"k", t.k, a},
-                                            {"v", t.v, a},
-                                            {"o", t.o, a},
-                                            {"lse", t.lse, 4},
-                                            {"d_o", t.d_o, a},
-                                            {"dq", t.dq, a},
-                                            {"dk", t.dk, a},
-                                            {"dv", t.dv, a}});
+                                                 {"k", t.k, a},
+                                                 {"v", t.v, a},
+                                                 {"o", t.o, a},
+                                                 {"lse", t.lse, 4},
+                                                 {"d_o", t.d_o, a},
+                                                 {"dq", t.dq, a},
+                                                 {"dk", t.dk, a},
+                                                 {"dv", t.dv, a}});
       !e.empty())
     return e;
   if (step.check_backward_device) {
@@ -249,8 +250,8 @@ std::string check_decode_launch(const DecodeStepInfo& step, const DecodeProblem&
   if (step.run == nullptr) return std::string("step ") + step.name + " has no entry point";
   if (num_splits < 1 || num_splits > step.max_splits) {
     std::ostringstream os;
-    os << "num_splits (" << num_splits << ") must be in [1, " << step.max_splits
-       << "] for step " << step.name;
+    os << "num_splits (" << num_splits << ") must be in [1, " << step.max_splits << "] for step "
+       << step.name;
     return os.str();
   }
   const int a = step.alignment;

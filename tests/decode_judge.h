@@ -25,11 +25,11 @@ namespace fa::test {
 /// \brief A decoding step's inputs on the host (values of the problem's dtype, as float) and
 /// the cache after the reference's append.
 struct DecodeCase {
-  DecodeProblem p;                   ///< the problem
-  std::vector<float> q;              ///< [B, q_len, H_q, d]
-  std::vector<float> k_new, v_new;   ///< [B, q_len, H_kv, d]
-  HostKVCache before;                ///< the cache the step starts from
-  HostKVCache after;                 ///< fa::append_kv of before: what the step must leave
+  DecodeProblem p;                  ///< the problem
+  std::vector<float> q;             ///< [B, q_len, H_q, d]
+  std::vector<float> k_new, v_new;  ///< [B, q_len, H_kv, d]
+  HostKVCache before;               ///< the cache the step starts from
+  HostKVCache after;                ///< fa::append_kv of before: what the step must leave
 };
 
 /// \brief Random inputs for p: Q and K scaled by `qk_scale` (5 gives scores of ~100), V
@@ -65,9 +65,9 @@ inline DecodeCase make_case(const DecodeProblem& p, std::uint64_t seed, float qk
 
 /// \brief What a launch gave back.
 struct DecodeRun {
-  int num_splits = 0;               ///< the split count it ran with
-  std::vector<float> o, lse;        ///< O [B, q_len, H_q, d] and L [B, H_q, q_len]
-  std::vector<float> k, v;          ///< both caches after the step
+  int num_splits = 0;         ///< the split count it ran with
+  std::vector<float> o, lse;  ///< O [B, q_len, H_q, d] and L [B, H_q, q_len]
+  std::vector<float> k, v;    ///< both caches after the step
 };
 
 /// \brief "" when the caches equal the reference's append (NaN where it has NaN, so no row
@@ -107,8 +107,8 @@ inline std::string judge_case(const DecodeCase& c, const DecodeRun& r) {
     const std::vector<float> o(r.o.begin() + b * q_seq, r.o.begin() + (b + 1) * q_seq);
     const std::vector<float> lse(r.lse.begin() + b * l_seq, r.lse.begin() + (b + 1) * l_seq);
     if (std::string e = ref::verdict(in.problem, o, lse, want); !e.empty())
-      return "sequence " + std::to_string(b) + " (kv_len " + std::to_string(p.kv_len(b)) +
-             ", " + std::to_string(r.num_splits) + " splits): " + e;
+      return "sequence " + std::to_string(b) + " (kv_len " + std::to_string(p.kv_len(b)) + ", " +
+             std::to_string(r.num_splits) + " splits): " + e;
   }
   return {};
 }

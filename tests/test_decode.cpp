@@ -483,8 +483,9 @@ TEST_CASE("decode: bytes read count every attended K and V row once", "[decode]"
   CHECK(p.describe() == "B=2 Hq=8 Hkv=2 q_len=3 d=128 lens=[10,100] contiguous(N_max 200) bf16");
 }
 
-TEST_CASE("decode: the GPU tests' case and verdict (decode_judge.h) pass the reference, fail errors",
-          "[decode]") {
+TEST_CASE(
+    "decode: the GPU tests' case and verdict (decode_judge.h) pass the reference, fail errors",
+    "[decode]") {
   for (fa::DType t : {fa::DType::F16, fa::DType::BF16}) {
     DecodeProblem p = paged(shapes(4, 2, 64, 3, {0, 70, 129}), 16, 51);
     p.dtype = t;
@@ -523,8 +524,8 @@ TEST_CASE("decode: the GPU tests' case and verdict (decode_judge.h) pass the ref
     bad.k = c.before.k;  // nothing appended
     CHECK(fa::test::judge_case(c, bad).find("K cache element") != std::string::npos);
     bad = good;
-    const auto nan_at = std::find_if(c.after.v.begin(), c.after.v.end(),
-                                     [](float v) { return std::isnan(v); });
+    const auto nan_at =
+        std::find_if(c.after.v.begin(), c.after.v.end(), [](float v) { return std::isnan(v); });
     REQUIRE(nan_at != c.after.v.end());
     bad.v[nan_at - c.after.v.begin()] = 0.f;  // a row outside the step's written
     CHECK(fa::test::judge_case(c, bad).find("V cache element") != std::string::npos);

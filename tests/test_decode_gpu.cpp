@@ -90,11 +90,11 @@ TEST_CASE("decode: lengths 1, odd, not a page or tile multiple, the capacity", "
 }
 
 TEST_CASE("decode: MHA, GQA, MQA, and more rows than one block holds", "[gqa]") {
-  check_both_caches(shapes(4, 4, 64, 1, {100, 3}), 16, 11);   // MHA
-  check_both_caches(shapes(8, 2, 64, 1, {300, 77}), 32, 12);  // GQA 8/2
-  check_both_caches(shapes(8, 1, 64, 2, {129, 64}), 64, 13);  // MQA 8/1
-  check_both_caches(shapes(16, 1, 64, 3, {90, 200}), 16, 14); // 48 rows per K/V head: 2 chunks
-  check_both_caches(shapes(12, 3, 64, 16, {70}), 16, 15);     // 64 rows per K/V head: 2 chunks
+  check_both_caches(shapes(4, 4, 64, 1, {100, 3}), 16, 11);    // MHA
+  check_both_caches(shapes(8, 2, 64, 1, {300, 77}), 32, 12);   // GQA 8/2
+  check_both_caches(shapes(8, 1, 64, 2, {129, 64}), 64, 13);   // MQA 8/1
+  check_both_caches(shapes(16, 1, 64, 3, {90, 200}), 16, 14);  // 48 rows per K/V head: 2 chunks
+  check_both_caches(shapes(12, 3, 64, 16, {70}), 16, 15);      // 64 rows per K/V head: 2 chunks
 }
 
 TEST_CASE("decode: several new tokens, causal among themselves", "[causal]") {
@@ -133,7 +133,8 @@ TEST_CASE("decode: one split, many, empty splits; one equals many", "[splits]") 
   // Scores of magnitude ~100: the max must be carried through the splits and the combine.
   for_each_config(paged(base, 64, 35), [](const DecodeStepInfo& step, DecodeProblem p) {
     const auto c = fa::test::make_case(p, 36, 5.f);
-    for (int forced : {1, 5}) CHECK(fa::test::judge_case(c, fa::test::run_case(step, c, forced)) == "");
+    for (int forced : {1, 5})
+      CHECK(fa::test::judge_case(c, fa::test::run_case(step, c, forced)) == "");
   });
 }
 

@@ -104,9 +104,10 @@ TEST_CASE("each decoding step refuses bad problems and launches with a clear mes
   }
 }
 
-TEST_CASE("each decoding step's split rule stays in [1, max_splits] and splits only when the "
-          "batch does not fill the GPU",
-          "[registry]") {
+TEST_CASE(
+    "each decoding step's split rule stays in [1, max_splits] and splits only when the "
+    "batch does not fill the GPU",
+    "[registry]") {
   for (const fa::DecodeStepInfo* s : fa::decode_steps()) {
     INFO(s->name);
     const int sms = 132;
@@ -117,8 +118,8 @@ TEST_CASE("each decoding step's split rule stays in [1, max_splits] and splits o
     CHECK(n > 1);
     CHECK(n <= s->max_splits);
     // A batch that fills the GPU many times over: one split.
-    DecodeProblem many = fa::test::contiguous(fa::test::shapes(32, 8, 128, 1,
-                                                               std::vector<int>(256, 4000)));
+    DecodeProblem many =
+        fa::test::contiguous(fa::test::shapes(32, 8, 128, 1, std::vector<int>(256, 4000)));
     CHECK(s->num_splits(many, sms) == 1);
     // A short sequence: no more splits than it has keys to share out.
     DecodeProblem tiny = fa::test::contiguous(fa::test::shapes(8, 1, 128, 1, {10}));

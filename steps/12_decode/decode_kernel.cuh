@@ -106,10 +106,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
   constexpr int kChunks = Traits::kChunksPerRow, kCols = Traits::kColsPerLane;
 
   extern __shared__ __align__(16) unsigned char smem[];
-  float* sQ = reinterpret_cast<float*>(smem);                      // [kMaxRows][kD]
+  float* sQ = reinterpret_cast<float*>(smem);                         // [kMaxRows][kD]
   Element* sKV = reinterpret_cast<Element*>(smem + Traits::kQBytes);  // [stage][K, V][kN][kStride]
-  float* sP = reinterpret_cast<float*>(smem + Traits::kQBytes + 2 * Traits::kStages *
-                                                                    Traits::kTileBytes);
+  float* sP =
+      reinterpret_cast<float*>(smem + Traits::kQBytes + 2 * Traits::kStages * Traits::kTileBytes);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int split = blockIdx.x;
   const int g = blockIdx.y / p.row_chunks, chunk = blockIdx.y % p.row_chunks;
@@ -128,8 +128,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
   // Where this block's rows go in the workspace: row (b·H_q + h)·q_len + i of split `split`,
   // and h = g·group + hg, so the block's rows are consecutive from part_row0.
   const int64_t rows_all = int64_t{p.batch} * p.heads_q * p.q_len;
-  const int64_t part_row0 = split * rows_all +
-                            (int64_t{b} * p.heads_q + int64_t{g} * p.group) * p.q_len + row0;
+  const int64_t part_row0 =
+      split * rows_all + (int64_t{b} * p.heads_q + int64_t{g} * p.group) * p.q_len + row0;
 
   if (t_begin >= t_end) {  // an empty split (more splits than tiles): O_s = 0, L_s = −inf
     for (int x = tid; x < rows * kD; x += Traits::kThreads) p.o_part[part_row0 * kD + x] = 0.f;

@@ -18,7 +18,8 @@ namespace fa::step12 {
 // A block of kWarps = 4 warps attends for one (split, K/V head, sequence): it holds the rows
 // of every query head of that K/V head's GROUP, for every new token, together:
 //
-//     rows r = hg · q_len + i      hg = 0 .. group − 1 (query head g·group + hg), i = 0 .. q_len − 1
+//     rows r = hg · q_len + i      hg = 0 .. group − 1 (query head g·group + hg), i = 0 .. q_len −
+//     1
 //
 // so a K/V tile is read from global memory once per K/V head, not once per query head (the
 // GQA packing). Up to kMaxRows = 32 rows per block; a group with more rows (group · q_len > 32,
@@ -46,10 +47,10 @@ struct DecodeTraits {
   static constexpr int kMaxRows = kWarps * kRowsPerWarp;  // 32 query rows per block
   static constexpr int kBlockN = 64;                      // keys per tile: 2 per lane
   static constexpr int kStages = 2;
-  static constexpr int kPad = 8;                          // elements (16 bytes) per K/V row
-  static constexpr int kStride = kHeadDim + kPad;         // elements between K/V rows in smem
-  static constexpr int kChunksPerRow = kHeadDim / 8;      // 16-byte chunks of a row
-  static constexpr int kColsPerLane = kHeadDim / 32;      // columns of O a lane accumulates
+  static constexpr int kPad = 8;                      // elements (16 bytes) per K/V row
+  static constexpr int kStride = kHeadDim + kPad;     // elements between K/V rows in smem
+  static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks of a row
+  static constexpr int kColsPerLane = kHeadDim / 32;  // columns of O a lane accumulates
   // Shared memory: Q (fp32, scaled), K and V stages (16-bit), P (fp32, per warp and row).
   static constexpr std::size_t kQBytes = std::size_t{kMaxRows} * kHeadDim * 4;
   static constexpr std::size_t kTileBytes = std::size_t{kBlockN} * kStride * 2;
@@ -81,24 +82,24 @@ int num_splits(const DecodeProblem& p, int sm_count);
 
 /// \brief What the kernels need, by value (a __grid_constant__ argument).
 struct DecodeParams {
-  const void* q;            // [B, q_len, H_q, d], Element
-  const void* k_new;        // [B, q_len, H_kv, d]
-  const void* v_new;        // [B, q_len, H_kv, d]
-  void* k_cache;            // contiguous [B, N_max, H_kv, d] or pool [pages, page_size, H_kv, d]
-  void* v_cache;            // same
-  const int* cache_lens;    // [B]
-  const int* block_table;   // [B, max_pages] (paged only)
-  void* o;                  // [B, q_len, H_q, d], Element
-  float* lse;               // [B, H_q, q_len]
-  float* o_part;            // workspace: [num_splits, B·H_q·q_len, d] fp32, O of each split
-  float* lse_part;          // workspace: [num_splits, B·H_q·q_len] fp32, L of each split
+  const void* q;           // [B, q_len, H_q, d], Element
+  const void* k_new;       // [B, q_len, H_kv, d]
+  const void* v_new;       // [B, q_len, H_kv, d]
+  void* k_cache;           // contiguous [B, N_max, H_kv, d] or pool [pages, page_size, H_kv, d]
+  void* v_cache;           // same
+  const int* cache_lens;   // [B]
+  const int* block_table;  // [B, max_pages] (paged only)
+  void* o;                 // [B, q_len, H_q, d], Element
+  float* lse;              // [B, H_q, q_len]
+  float* o_part;           // workspace: [num_splits, B·H_q·q_len, d] fp32, O of each split
+  float* lse_part;         // workspace: [num_splits, B·H_q·q_len] fp32, L of each split
   int batch, heads_q, heads_kv, group, head_dim, q_len;
-  int paged;                // 0: contiguous, 1: paged
-  int n_max;                // contiguous: rows per sequence
+  int paged;                            // 0: contiguous, 1: paged
+  int n_max;                            // contiguous: rows per sequence
   int page_size, num_pages, max_pages;  // paged
-  int capacity;             // rows a sequence can hold (n_max or max_pages · page_size)
+  int capacity;  // rows a sequence can hold (n_max or max_pages · page_size)
   int num_splits, row_chunks;
-  float scale_log2;         // softmax scale · log2(e): the kernel exponentiates with exp2
+  float scale_log2;  // softmax scale · log2(e): the kernel exponentiates with exp2
 };
 
 /// \brief The parameters for problem `p`, tensors `t`, `splits` splits and a workspace

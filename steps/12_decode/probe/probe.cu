@@ -34,8 +34,8 @@ int failures = 0;
 
 void report(const std::string& name, const DecodeProblem& p, const std::string& error) {
   std::printf("%s %-12s %s d=%d  %s%s%s\n", error.empty() ? "PASS" : "FAIL", name.c_str(),
-              fa::dtype_name(p.dtype), p.head_dim, p.describe().c_str(),
-              error.empty() ? "" : ": ", error.c_str());
+              fa::dtype_name(p.dtype), p.head_dim, p.describe().c_str(), error.empty() ? "" : ": ",
+              error.c_str());
   if (!error.empty()) ++failures;
 }
 
@@ -116,7 +116,8 @@ int main() {
       run("one tile", tile, [&] { return probe_step(*step, tile, 1); });
       const DecodeProblem three = paged(with(shapes(2, 2, 64, 1, {150})), 16, 5);
       for (int splits : {1, 3, 8})
-        run("splits " + std::to_string(splits), three, [&] { return probe_step(*step, three, splits); });
+        run("splits " + std::to_string(splits), three,
+            [&] { return probe_step(*step, three, splits); });
       const DecodeProblem gqa = paged(with(shapes(4, 1, 64, 3, {0, 70})), 16, 6);
       run("gqa causal", gqa, [&] { return probe_step(*step, gqa, 2); });
       const DecodeProblem rule = paged(with(shapes(8, 2, 64, 1, {3000})), 64, 7);
