@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/cuda_check.h"
+#include "common/decode_registry.h"
 
 namespace fa {
 
@@ -25,6 +26,8 @@ DeviceLimits device_limits(int device) {
   CUDA_CHECK(cudaDeviceGetAttribute(&d.maxGridSize[0], cudaDevAttrMaxGridDimX, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&d.maxGridSize[1], cudaDevAttrMaxGridDimY, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&d.maxGridSize[2], cudaDevAttrMaxGridDimZ, device));
+  CUDA_CHECK(
+      cudaDeviceGetAttribute(&d.multiProcessorCount, cudaDevAttrMultiProcessorCount, device));
   return d;
 }
 
@@ -38,12 +41,15 @@ DeviceLimits limits_if(bool needed) {
   return device_limits(device);
 }
 
-/// Throws when the step needs scratch and was given none.
+/// Throws when a step needs `need` bytes of scratch and was given none.
+void check_workspace(const char* step, std::size_t need, const void* workspace) {
+  if (need > 0 && workspace == nullptr)
+    throw std::invalid_argument(std::string("workspace is null but step ") + step + " needs " +
+                                std::to_string(need) + " bytes");
+}
 void check_workspace(const StepInfo& step, std::size_t (*bytes)(const Problem&), const Problem& p,
                      const void* workspace) {
-  if (bytes && bytes(p) > 0 && workspace == nullptr)
-    throw std::invalid_argument(std::string("workspace is null but step ") + step.name + " needs " +
-                                std::to_string(bytes(p)) + " bytes");
+  if (bytes) check_workspace(step.name, bytes(p), workspace);
 }
 
 }  // namespace
@@ -64,6 +70,25 @@ void run_backward(const StepInfo& step, const Problem& p, const BackwardTensors&
     throw std::invalid_argument(e);
   check_workspace(step, step.backward_workspace_bytes, p, workspace);
   step.backward(p, t, workspace, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+int decode_splits(const DecodeStepInfo& step, const DecodeProblem& p, int forced) {
+  if (forced > 0) return forced;  // check_decode_launch judges it against step.max_splits
+  if (step.num_splits == nullptr) return 1;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  return step.num_splits(p, device_limits(device).multiProcessorCount);
+}
+
+void run_decode(const DecodeStepInfo& step, const DecodeProblem& p, const DecodeTensors& t,
+                int num_splits, void* workspace, cudaStream_t stream) {
+  const DeviceLimits limits = limits_if(step.check_device != nullptr);
+  if (std::string e = check_decode_launch(step, p, t, num_splits, limits); !e.empty())
+    throw std::invalid_argument(e);
+  if (step.workspace_bytes)
+    check_workspace(step.name, step.workspace_bytes(p, num_splits), workspace);
+  step.run(p, t, num_splits, workspace, stream);
   CUDA_CHECK_LAUNCH();
 }
 

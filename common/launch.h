@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/decode_registry.h"
 #include "common/registry.h"
 
 namespace fa {
@@ -42,5 +43,21 @@ void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, vo
 /// when 0) \param stream the CUDA stream the kernels are launched on (asynchronously)
 void run_backward(const StepInfo& step, const Problem& p, const BackwardTensors& t, void* workspace,
                   cudaStream_t stream = nullptr);
+
+/// \brief The split count of a decoding launch: `forced` when it is positive (tests, studies),
+/// otherwise the step's rule (DecodeStepInfo::num_splits) for the current device's SM count.
+/// \param step the decoding step \param p the problem \param forced 0, or the count to use
+/// \return the split count (check_decode_launch judges a forced one)
+int decode_splits(const DecodeStepInfo& step, const DecodeProblem& p, int forced = 0);
+
+/// \brief The decoding run_step: checks everything (check_decode_launch against the current
+/// device's limits, and the workspace), throws std::invalid_argument with the message if
+/// anything is wrong, then runs the step (append, attend, combine) and checks the launch.
+/// \param step the decoding step \param p the problem \param t the device pointers
+/// \param num_splits the split count (decode_splits())
+/// \param workspace step.workspace_bytes(p, num_splits) bytes of device scratch
+/// \param stream the CUDA stream the kernels are launched on (asynchronously)
+void run_decode(const DecodeStepInfo& step, const DecodeProblem& p, const DecodeTensors& t,
+                int num_splits, void* workspace, cudaStream_t stream = nullptr);
 
 }  // namespace fa

@@ -6,18 +6,30 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/decode_registry.h"
+
 namespace fa {
 namespace {
 
-std::vector<std::unique_ptr<StepInfo>>& storage() {
-  static std::vector<std::unique_ptr<StepInfo>> s;
-  return s;
-}
+/// The registered steps of one kind (forward/backward: StepInfo; decoding: DecodeStepInfo),
+/// owned, and in chapter order. One per kind, built on first use (before main(), by the
+/// registrars), so the order of static initialisation across files does not matter.
+template <class Info>
+struct Registry {
+  std::vector<std::unique_ptr<Info>> storage;
+  std::vector<const Info*> ordered;
 
-std::vector<const StepInfo*>& ordered() {
-  static std::vector<const StepInfo*> v;
-  return v;
-}
+  static Registry& get() {
+    static Registry r;
+    return r;
+  }
+  void add(const Info& info) {
+    storage.push_back(std::make_unique<Info>(info));
+    ordered.push_back(storage.back().get());
+    std::sort(ordered.begin(), ordered.end(),
+              [](const Info* a, const Info* b) { return a->number < b->number; });
+  }
+};
 
 std::string join_dtypes(const std::vector<DType>& ts) {
   std::string out;
@@ -27,28 +39,30 @@ std::string join_dtypes(const std::vector<DType>& ts) {
 
 }  // namespace
 
-StepRegistrar::StepRegistrar(const StepInfo& info) {
-  storage().push_back(std::make_unique<StepInfo>(info));
-  auto& v = ordered();
-  v.push_back(storage().back().get());
-  std::sort(v.begin(), v.end(),
-            [](const StepInfo* a, const StepInfo* b) { return a->number < b->number; });
+StepRegistrar::StepRegistrar(const StepInfo& info) { Registry<StepInfo>::get().add(info); }
+
+const std::vector<const StepInfo*>& steps() { return Registry<StepInfo>::get().ordered; }
+
+namespace {
+
+/// Does `key` name the step called `name` with chapter `number` (name, slug or number)?
+bool names_step(const std::string& key, const std::string& name, int number) {
+  const std::string slug = name.substr(name.find('_') + 1);
+  if (key == name || key == slug) return true;
+  try {
+    std::size_t used = 0;
+    const int n = std::stoi(key, &used);
+    return used == key.size() && n == number;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
-const std::vector<const StepInfo*>& steps() { return ordered(); }
+}  // namespace
 
 const StepInfo* find_step(const std::string& key) {
-  for (const StepInfo* s : steps()) {
-    const std::string name = s->name;
-    const std::string slug = name.substr(name.find('_') + 1);
-    if (key == name || key == slug) return s;
-    try {
-      std::size_t used = 0;
-      const int n = std::stoi(key, &used);
-      if (used == key.size() && n == s->number) return s;
-    } catch (const std::exception&) {
-    }
-  }
+  for (const StepInfo* s : steps())
+    if (names_step(key, s->name, s->number)) return s;
   return nullptr;
 }
 
@@ -58,24 +72,36 @@ std::string step_names() {
   return out.empty() ? "(none registered)" : out;
 }
 
-std::string check_step(const StepInfo& step, const Problem& p) {
-  if (std::string e = validate(p); !e.empty()) return e;
+namespace {
+
+/// "" when `step` accepts dtype `t` and head dim `d` (one of `head_dims`; any when empty),
+/// otherwise the message.
+std::string check_types(const char* step, const std::vector<DType>& dtypes,
+                        const std::vector<int>& head_dims, DType t, int d) {
   std::ostringstream os;
-  if (std::find(step.dtypes.begin(), step.dtypes.end(), p.dtype) == step.dtypes.end()) {
-    os << "dtype (" << dtype_name(p.dtype) << ") is not supported by step " << step.name
-       << " (supported: " << join_dtypes(step.dtypes) << ")";
+  if (std::find(dtypes.begin(), dtypes.end(), t) == dtypes.end()) {
+    os << "dtype (" << dtype_name(t) << ") is not supported by step " << step
+       << " (supported: " << join_dtypes(dtypes) << ")";
     return os.str();
   }
-  if (!step.head_dims.empty()) {
-    if (std::find(step.head_dims.begin(), step.head_dims.end(), p.head_dim) ==
-        step.head_dims.end()) {
-      os << "head_dim (" << p.head_dim << ") is not supported by step " << step.name
-         << " (supported:";
-      for (int d : step.head_dims) os << ' ' << d;
-      os << ')';
-      return os.str();
-    }
-  } else if (p.head_dim > step.max_head_dim) {
+  if (!head_dims.empty() && std::find(head_dims.begin(), head_dims.end(), d) == head_dims.end()) {
+    os << "head_dim (" << d << ") is not supported by step " << step << " (supported:";
+    for (int x : head_dims) os << ' ' << x;
+    os << ')';
+    return os.str();
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string check_step(const StepInfo& step, const Problem& p) {
+  if (std::string e = validate(p); !e.empty()) return e;
+  if (std::string e = check_types(step.name, step.dtypes, step.head_dims, p.dtype, p.head_dim);
+      !e.empty())
+    return e;
+  std::ostringstream os;
+  if (step.head_dims.empty() && p.head_dim > step.max_head_dim) {
     os << "head_dim (" << p.head_dim << ") exceeds step " << step.name << "'s limit of "
        << step.max_head_dim;
     return os.str();
@@ -102,7 +128,7 @@ struct NamedPointer {
 };
 
 /// "" when every pointer is set and aligned, otherwise the first that is not.
-std::string check_pointers(const StepInfo& step, const std::vector<NamedPointer>& ptrs) {
+std::string check_pointers(const char* step, const std::vector<NamedPointer>& ptrs) {
   std::ostringstream os;
   for (const NamedPointer& x : ptrs) {
     if (x.ptr == nullptr) {
@@ -111,7 +137,7 @@ std::string check_pointers(const StepInfo& step, const std::vector<NamedPointer>
     }
     if (reinterpret_cast<std::uintptr_t>(x.ptr) % x.align != 0) {
       os << "pointer " << x.name << " (" << x.ptr << ") is not aligned to " << x.align
-         << " bytes as step " << step.name << " requires";
+         << " bytes as step " << step << " requires";
       return os.str();
     }
   }
@@ -126,7 +152,8 @@ std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTen
   if (step.run == nullptr) return std::string("step ") + step.name + " has no forward pass";
   const int a = step.alignment;
   if (std::string e = check_pointers(
-          step, {{"q", t.q, a}, {"k", t.k, a}, {"v", t.v, a}, {"o", t.o, a}, {"lse", t.lse, 4}});
+          step.name,
+          {{"q", t.q, a}, {"k", t.k, a}, {"v", t.v, a}, {"o", t.o, a}, {"lse", t.lse, 4}});
       !e.empty())
     return e;
   if (step.check_device) {
@@ -150,15 +177,15 @@ std::string check_backward_launch(const StepInfo& step, const Problem& p, const 
   if (std::string e = check_step(step, p); !e.empty()) return e;
   if (step.backward == nullptr) return std::string("step ") + step.name + " has no backward pass";
   const int a = step.alignment;
-  if (std::string e = check_pointers(step, {{"q", t.q, a},
-                                            {"k", t.k, a},
-                                            {"v", t.v, a},
-                                            {"o", t.o, a},
-                                            {"lse", t.lse, 4},
-                                            {"d_o", t.d_o, a},
-                                            {"dq", t.dq, a},
-                                            {"dk", t.dk, a},
-                                            {"dv", t.dv, a}});
+  if (std::string e = check_pointers(step.name, {{"q", t.q, a},
+                                                 {"k", t.k, a},
+                                                 {"v", t.v, a},
+                                                 {"o", t.o, a},
+                                                 {"lse", t.lse, 4},
+                                                 {"d_o", t.d_o, a},
+                                                 {"dq", t.dq, a},
+                                                 {"dk", t.dk, a},
+                                                 {"dv", t.dv, a}});
       !e.empty())
     return e;
   if (step.check_backward_device) {
@@ -179,6 +206,67 @@ std::string check_fits(const char* step, const DeviceLimits& prop, const Problem
     if (g.blocks > limit)
       return g.what + " exceeds the grid " + "xyz"[g.axis] + " limit of " + std::to_string(limit) +
              for_step;
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding steps (decode_registry.h)
+// ---------------------------------------------------------------------------------------------
+
+DecodeStepRegistrar::DecodeStepRegistrar(const DecodeStepInfo& info) {
+  Registry<DecodeStepInfo>::get().add(info);
+}
+
+const std::vector<const DecodeStepInfo*>& decode_steps() {
+  return Registry<DecodeStepInfo>::get().ordered;
+}
+
+const DecodeStepInfo* find_decode_step(const std::string& key) {
+  for (const DecodeStepInfo* s : decode_steps())
+    if (names_step(key, s->name, s->number)) return s;
+  return nullptr;
+}
+
+std::string check_decode_step(const DecodeStepInfo& step, const DecodeProblem& p) {
+  if (std::string e = validate(p); !e.empty()) return e;
+  return check_types(step.name, step.dtypes, step.head_dims, p.dtype, p.head_dim);
+}
+
+std::string device_refusal(const DecodeStepInfo& step, const DeviceLimits& device) {
+  if (!step.check_device) return {};
+  DecodeProblem p;
+  p.cache_lens = {0};
+  p.n_max = 1;
+  if (!step.dtypes.empty()) p.dtype = step.dtypes.front();
+  if (!step.head_dims.empty()) p.head_dim = step.head_dims.front();
+  return step.check_device(p, 1, device);
+}
+
+std::string check_decode_launch(const DecodeStepInfo& step, const DecodeProblem& p,
+                                const DecodeTensors& t, int num_splits,
+                                const DeviceLimits& device) {
+  if (std::string e = check_decode_step(step, p); !e.empty()) return e;
+  if (step.run == nullptr) return std::string("step ") + step.name + " has no entry point";
+  if (num_splits < 1 || num_splits > step.max_splits) {
+    std::ostringstream os;
+    os << "num_splits (" << num_splits << ") must be in [1, " << step.max_splits << "] for step "
+       << step.name;
+    return os.str();
+  }
+  const int a = step.alignment;
+  std::vector<NamedPointer> ptrs = {{"q", t.q, a},
+                                    {"k_new", t.k_new, a},
+                                    {"v_new", t.v_new, a},
+                                    {"k_cache", t.k_cache, a},
+                                    {"v_cache", t.v_cache, a},
+                                    {"cache_lens", t.cache_lens, 4},
+                                    {"o", t.o, a},
+                                    {"lse", t.lse, 4}};
+  if (p.cache == CacheKind::Paged) ptrs.push_back({"block_table", t.block_table, 4});
+  if (std::string e = check_pointers(step.name, ptrs); !e.empty()) return e;
+  if (step.check_device) {
+    if (std::string e = step.check_device(p, num_splits, device); !e.empty()) return e;
   }
   return {};
 }

@@ -28,6 +28,7 @@ struct DeviceLimits {
   int minor = 0;                           ///< compute capability, minor
   std::size_t sharedMemPerBlockOptin = 0;  ///< dynamic shared memory a block may opt in to
   int maxGridSize[3] = {0, 0, 0};          ///< grid limits along x, y and z
+  int multiProcessorCount = 0;             ///< SMs (the decoding steps' split rule reads it)
 };
 
 /// \brief What a step is and what it supports. Filled in once per step by FA_REGISTER_STEP.

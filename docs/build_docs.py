@@ -109,7 +109,7 @@ def header_comment(text):
 
 def entry_point(folder, files):
     """The file that registers the step (FA_REGISTER_STEP) or, for the CPU step, has main()."""
-    for marker in ("FA_REGISTER_STEP(", "int main("):
+    for marker in ("FA_REGISTER_STEP(", "FA_REGISTER_DECODE_STEP(", "int main("):
         for f in files:
             if marker in read(os.path.join(folder, f)):
                 return f
@@ -139,9 +139,16 @@ def step_page(src, folder, chapter_files):
     if chapter:
         facts.append(f"Chapter: [{first_heading(chapter)}]({chapter}).")
     out += [" ".join(facts), ""]
+    decode = "FA_REGISTER_DECODE_STEP(" in entry_text
     if lesson:
-        out += [f"What it teaches (its `StepInfo::lesson`): *{lesson.group(1)}*.", ""]
-    if "FA_REGISTER_STEP(" in entry_text:
+        info = "DecodeStepInfo" if decode else "StepInfo"
+        out += [f"What it teaches (its `{info}::lesson`): *{lesson.group(1)}*.", ""]
+    if decode:
+        out += [f"Entry point: `{entry}`. Its `FA_REGISTER_DECODE_STEP` line adds the step to "
+                "the registry of decoding steps (fa::DecodeStepInfo, fa::decode_steps()); its "
+                "tests find it there and launch it through fa::run_decode, which validates the "
+                "decoding problem and the split count and then calls the step's `run`.", ""]
+    elif "FA_REGISTER_STEP(" in entry_text:
         out += [f"Entry point: `{entry}`. Its `FA_REGISTER_STEP` line adds the step to the "
                 "registry (fa::StepInfo, fa::steps()); the tests, the benchmark, the tour and "
                 "the C API find it there and launch it through fa::run_step, which validates "

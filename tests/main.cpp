@@ -25,16 +25,19 @@ namespace {
 /// the first cannot: its check_device refuses even the smallest problem it supports (step 08,
 /// sm_90a code, on a GPU other than compute capability 9.0). Programs without steps: "".
 std::string no_step_runs_here() {
-  if (fa::steps().empty()) return {};
+  if (fa::steps().empty() && fa::decode_steps().empty()) return {};
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return {};  // run_step will report the error
   const fa::DeviceLimits limits = fa::device_limits(device);
   std::string first_reason;
-  for (const fa::StepInfo* s : fa::steps()) {
-    const std::string why = fa::device_refusal(*s, limits);
-    if (why.empty()) return {};
+  auto runs_here = [&](const std::string& why) {
     if (first_reason.empty()) first_reason = why;
-  }
+    return why.empty();
+  };
+  for (const fa::StepInfo* s : fa::steps())
+    if (runs_here(fa::device_refusal(*s, limits))) return {};
+  for (const fa::DecodeStepInfo* s : fa::decode_steps())  // the decoding steps' programs
+    if (runs_here(fa::device_refusal(*s, limits))) return {};
   return first_reason;
 }
 

@@ -24,6 +24,8 @@
 #include "reference/attention.h"
 #include "reference/decode.h"
 #include "tests/catch.hpp"
+#include "tests/decode_cases.h"
+#include "tests/decode_judge.h"
 
 namespace {
 
@@ -31,54 +33,14 @@ using fa::CacheKind;
 using fa::DecodeProblem;
 using fa::HostKVCache;
 using fa::ref::DecodeResult;
+using fa::test::contiguous;
+using fa::test::paged;
+using fa::test::shapes;
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 /// Split-KV against one split, both in double: only the order of the sums differs, so the
 /// results agree to a few units of double rounding. Relative to max(1, |value|).
 constexpr double kSplitTol = 1e-12;
-
-/// A step's shapes; the cache is chosen by contiguous() or paged().
-DecodeProblem shapes(int hq, int hkv, int d, int q_len, std::vector<int> lens) {
-  DecodeProblem p;
-  p.batch = static_cast<int>(lens.size());
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.head_dim = d;
-  p.q_len = q_len;
-  p.cache_lens = std::move(lens);
-  return p;
-}
-
-/// A contiguous cache of `n_max` rows per sequence (0: exactly the longest sequence).
-DecodeProblem contiguous(DecodeProblem p, int n_max = 0) {
-  p.cache = CacheKind::Contiguous;
-  p.n_max = n_max > 0 ? n_max : p.max_kv_len();
-  return p;
-}
-
-/// A paged cache: every sequence gets the pages it needs, drawn from a pool with `spare` extra
-/// pages, all in shuffled order (seeded); unused table entries hold -1.
-DecodeProblem paged(DecodeProblem p, int page_size, std::uint64_t seed, int spare = 3) {
-  p.cache = CacheKind::Paged;
-  p.page_size = page_size;
-  std::vector<int> need(p.batch);
-  int total = 0;
-  for (int b = 0; b < p.batch; ++b) {
-    need[b] = (p.kv_len(b) + page_size - 1) / page_size;
-    total += need[b];
-    p.max_pages = std::max(p.max_pages, need[b]);
-  }
-  p.num_pages = total + spare;
-  std::vector<int> pool(p.num_pages);
-  std::iota(pool.begin(), pool.end(), 0);
-  std::mt19937_64 rng(seed);
-  std::shuffle(pool.begin(), pool.end(), rng);
-  p.block_table.assign(std::size_t(p.batch) * p.max_pages, -1);
-  int next = 0;
-  for (int b = 0; b < p.batch; ++b)
-    for (int j = 0; j < need[b]; ++j) p.block_table[b * p.max_pages + j] = pool[next++];
-  return p;
-}
 
 /// Every sequence's keys and values in dense form, [kv_len(b), H_kv, d] each, and Q.
 struct DecodeData {
@@ -531,4 +493,53 @@ TEST_CASE("decode: bytes read count every attended K and V row once", "[decode]"
   // (13 + 103) rows · 2 heads · 128 · 2 (K and V) · 2 bytes
   CHECK(p.kv_bytes_read() == 116.0 * 2 * 128 * 2 * 2);
   CHECK(p.describe() == "B=2 Hq=8 Hkv=2 q_len=3 d=128 lens=[10,100] contiguous(N_max 200) bf16");
+}
+
+TEST_CASE(
+    "decode: the GPU tests' case and verdict (decode_judge.h) pass the reference, fail errors",
+    "[decode]") {
+  for (fa::DType t : {fa::DType::F16, fa::DType::BF16}) {
+    DecodeProblem p = paged(shapes(4, 2, 64, 3, {0, 70, 129}), 16, 51);
+    p.dtype = t;
+    INFO(p.describe());
+    const fa::test::DecodeCase c = fa::test::make_case(p, 52);
+    // The cache holds cache_lens[b] rows before the step, kv_len(b) after; NaN elsewhere.
+    auto written = [](const std::vector<float>& x) {
+      return std::count_if(x.begin(), x.end(), [](float v) { return !std::isnan(v); });
+    };
+    const std::int64_t row = std::int64_t{p.heads_kv} * p.head_dim;
+    CHECK(written(c.before.k) == (0 + 70 + 129) * row);
+    CHECK(written(c.after.v) == (3 + 73 + 132) * row);
+    for (float x : c.q) CHECK(x == fa::round_to(t, x));
+
+    // The reference's own answer, stored as a step stores it, passes.
+    const DecodeResult ref = fa::ref::decode_attention(p, c.q.data(), c.after);
+    fa::test::DecodeRun good;
+    good.num_splits = 1;
+    for (double x : ref.o) good.o.push_back(fa::round_to(t, static_cast<float>(x)));
+    for (double x : ref.lse) good.lse.push_back(static_cast<float>(x));
+    good.k = c.after.k;
+    good.v = c.after.v;
+    CHECK(fa::test::judge_case(c, good) == "");
+
+    // Wrong answers fail, each with what is wrong.
+    fa::test::DecodeRun bad = good;
+    bad.o[bad.o.size() / 2] += 0.25f;
+    CHECK(fa::test::judge_case(c, bad).find("sequence 1") != std::string::npos);
+    bad = good;
+    bad.o.back() = std::numeric_limits<float>::quiet_NaN();  // an element never written
+    CHECK(fa::test::judge_case(c, bad).find("sequence 2") != std::string::npos);
+    bad = good;
+    bad.lse[0] += 0.01f;
+    CHECK(fa::test::judge_case(c, bad).find("sequence 0") != std::string::npos);
+    bad = good;
+    bad.k = c.before.k;  // nothing appended
+    CHECK(fa::test::judge_case(c, bad).find("K cache element") != std::string::npos);
+    bad = good;
+    const auto nan_at =
+        std::find_if(c.after.v.begin(), c.after.v.end(), [](float v) { return std::isnan(v); });
+    REQUIRE(nan_at != c.after.v.end());
+    bad.v[nan_at - c.after.v.begin()] = 0.f;  // a row outside the step's written
+    CHECK(fa::test::judge_case(c, bad).find("V cache element") != std::string::npos);
+  }
 }

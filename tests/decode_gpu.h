@@ -1,0 +1,97 @@
+// decode_gpu.h — one decoding case run on the GPU (decode_judge.h makes and judges it), shared
+// by the GPU tests of the decoding steps (test_decode_gpu.cpp) and their probes
+// (steps/NN_slug/probe/probe.cu): O, L and the workspace poisoned with NaN, the step run through
+// fa::run_decode, O, L and both caches read back.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "common/decode.h"
+#include "common/decode_registry.h"
+#include "common/device_buffer.h"
+#include "common/device_problem.h"
+#include "common/launch.h"
+#include "tests/decode_judge.h"
+
+namespace fa::test {
+
+/// \brief The device copies of a case: inputs, cache, O and L (poisoned), the tables.
+struct DecodeDevice {
+  DeviceBuffer q, k_new, v_new, k_cache, v_cache, lens, table, o, lse;
+  /// \brief Uploads c; O and L are filled with NaN (all bits set: NaN in every dtype).
+  /// \param c the case
+  explicit DecodeDevice(const DecodeCase& c) {
+    const DecodeProblem& p = c.p;
+    const std::size_t es = dtype_size(p.dtype);
+    q = DeviceBuffer(p.q_elems() * es);
+    k_new = DeviceBuffer(p.new_kv_elems() * es);
+    v_new = DeviceBuffer(p.new_kv_elems() * es);
+    k_cache = DeviceBuffer(p.cache_elems() * es);
+    v_cache = DeviceBuffer(p.cache_elems() * es);
+    lens = DeviceBuffer(p.cache_lens.size() * sizeof(int));
+    table = DeviceBuffer(p.block_table.size() * sizeof(int));
+    o = DeviceBuffer(p.q_elems() * es);
+    lse = DeviceBuffer(p.lse_elems() * sizeof(float));
+    upload_as(p.dtype, c.q.data(), c.q.size(), q.get());
+    upload_as(p.dtype, c.k_new.data(), c.k_new.size(), k_new.get());
+    upload_as(p.dtype, c.v_new.data(), c.v_new.size(), v_new.get());
+    upload_as(p.dtype, c.before.k.data(), c.before.k.size(), k_cache.get());
+    upload_as(p.dtype, c.before.v.data(), c.before.v.size(), v_cache.get());
+    CUDA_CHECK(cudaMemcpy(lens.get(), p.cache_lens.data(), lens.bytes(), cudaMemcpyHostToDevice));
+    if (table.bytes() > 0)
+      CUDA_CHECK(
+          cudaMemcpy(table.get(), p.block_table.data(), table.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(o.get(), 0xFF, o.bytes()));
+    CUDA_CHECK(cudaMemset(lse.get(), 0xFF, lse.bytes()));
+  }
+  /// \return the device pointers (block_table null for a contiguous cache)
+  DecodeTensors tensors() const {
+    DecodeTensors t;
+    t.q = q.get();
+    t.k_new = k_new.get();
+    t.v_new = v_new.get();
+    t.k_cache = k_cache.get();
+    t.v_cache = v_cache.get();
+    t.cache_lens = lens.as<int>();
+    t.block_table = table.bytes() > 0 ? table.as<int>() : nullptr;
+    t.o = o.get();
+    t.lse = lse.as<float>();
+    return t;
+  }
+  /// \brief Waits for the device and reads O, L and the caches back.
+  /// \param p the problem \param r receives them
+  void download(const DecodeProblem& p, DecodeRun* r) const {
+    CUDA_CHECK(cudaDeviceSynchronize());
+    r->o.resize(p.q_elems());
+    r->lse.resize(p.lse_elems());
+    r->k.resize(p.cache_elems());
+    r->v.resize(p.cache_elems());
+    download_as(p.dtype, o.get(), r->o.size(), r->o.data());
+    CUDA_CHECK(cudaMemcpy(r->lse.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost));
+    download_as(p.dtype, k_cache.get(), r->k.size(), r->k.data());
+    download_as(p.dtype, v_cache.get(), r->v.size(), r->v.data());
+  }
+};
+
+/// \brief Runs `step` on the case: `forced_splits` splits (0: the step's rule), a workspace
+/// poisoned with NaN (a step must not count on its contents). Throws what run_decode throws.
+/// \param step the decoding step \param c the case \param forced_splits 0 or the split count
+/// \return what came back
+inline DecodeRun run_case(const DecodeStepInfo& step, const DecodeCase& c, int forced_splits = 0) {
+  DecodeDevice dev(c);
+  DecodeRun r;
+  r.num_splits = decode_splits(step, c.p, forced_splits);
+  const std::size_t ws_bytes =
+      step.workspace_bytes ? step.workspace_bytes(c.p, r.num_splits > 0 ? r.num_splits : 1) : 0;
+  DeviceBuffer ws(ws_bytes);
+  if (ws_bytes > 0) CUDA_CHECK(cudaMemset(ws.get(), 0xFF, ws_bytes));
+  run_decode(step, c.p, dev.tensors(), r.num_splits, ws.get());
+  dev.download(c.p, &r);
+  return r;
+}
+
+}  // namespace fa::test
