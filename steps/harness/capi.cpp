@@ -11,6 +11,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "common/cuda_check.h"
 #include "common/launch.h"
@@ -101,21 +102,6 @@ std::size_t workspace_of(std::size_t (*bytes)(const fa::Problem&), const fa::Pro
   return bytes ? bytes(p) : 0;
 }
 
-// The caller's workspace against the `need` bytes that `who` (e.g. "step 01_naive_attention")
-// needs: large enough, and not null when any is needed.
-fa_status check_workspace(const std::string& who, std::size_t need, const void* workspace,
-                          std::size_t workspace_bytes) {
-  if (workspace_bytes < need)
-    return fail(FA_ERROR_INVALID_ARGUMENT, "workspace_bytes (" + std::to_string(workspace_bytes) +
-                                               ") is below the " + std::to_string(need) +
-                                               " bytes " + who + " needs for this problem");
-  if (need > 0 && !workspace)
-    return fail(FA_ERROR_INVALID_ARGUMENT, "pointer workspace is null; " + who + " needs " +
-                                               std::to_string(need) +
-                                               " bytes of workspace for this problem");
-  return FA_OK;
-}
-
 // fa_workspace_bytes and fa_backward_workspace_bytes: `bytes` of the step's pass.
 fa_status query_workspace(const char* step, const fa_problem* problem, Pass pass,
                           std::size_t (*fa::StepInfo::*bytes_of)(const fa::Problem&),
@@ -125,6 +111,51 @@ fa_status query_workspace(const char* step, const fa_problem* problem, Pass pass
   if (fa_status st = prepare(step, problem, pass, &s, &p); st != FA_OK) return st;
   if (!bytes) return fail(FA_ERROR_INVALID_ARGUMENT, "pointer bytes is null");
   *bytes = workspace_of(s->*bytes_of, p);
+  return FA_OK;
+}
+
+// fa_run (t: DeviceTensors) and fa_backward (t: BackwardTensors): the step and problem, the
+// pointers, the workspace, all on the host; then the pass's first CUDA call, which checks the
+// device's limits and launches.
+template <class Tensors>
+fa_status launch(const char* step, const fa_problem* problem, const Tensors& t, void* workspace,
+                 size_t workspace_bytes, void* stream) {
+  constexpr bool kBackward = std::is_same_v<Tensors, fa::BackwardTensors>;
+  const fa::StepInfo* s = nullptr;
+  fa::Problem p;
+  if (fa_status st = prepare(step, problem, kBackward ? Pass::kBackward : Pass::kForward, &s, &p);
+      st != FA_OK)
+    return st;
+  // The pointer checks of fa::check_launch (fa::check_backward_launch), without the device
+  // limits (reading them is the one part that asks the CUDA runtime): a copy of the step with
+  // no device check.
+  fa::StepInfo host_checks = *s;
+  host_checks.check_device = nullptr;
+  host_checks.check_backward_device = nullptr;
+  std::string e;
+  if constexpr (kBackward)
+    e = fa::check_backward_launch(host_checks, p, t, fa::DeviceLimits{});
+  else
+    e = fa::check_launch(host_checks, p, t, fa::DeviceLimits{});
+  if (!e.empty()) return fail(FA_ERROR_INVALID_ARGUMENT, e);
+
+  const std::string who =
+      (kBackward ? "the backward pass of step " : "step ") + std::string(s->name);
+  const std::size_t need =
+      workspace_of(kBackward ? s->backward_workspace_bytes : s->workspace_bytes, p);
+  if (workspace_bytes < need)
+    return fail(FA_ERROR_INVALID_ARGUMENT, "workspace_bytes (" + std::to_string(workspace_bytes) +
+                                               ") is below the " + std::to_string(need) +
+                                               " bytes " + who + " needs for this problem");
+  if (need > 0 && !workspace)
+    return fail(FA_ERROR_INVALID_ARGUMENT, "pointer workspace is null; " + who + " needs " +
+                                               std::to_string(need) +
+                                               " bytes of workspace for this problem");
+  // The first CUDA call: run_step (run_backward) checks the device's limits, then launches.
+  if constexpr (kBackward)
+    fa::run_backward(*s, p, t, workspace, static_cast<cudaStream_t>(stream));
+  else
+    fa::run_step(*s, p, t, workspace, static_cast<cudaStream_t>(stream));
   return FA_OK;
 }
 
@@ -191,29 +222,8 @@ fa_status fa_run(const char* step, const fa_problem* problem, const void* q, con
                  const void* v, void* o, float* lse, void* workspace, size_t workspace_bytes,
                  void* stream) {
   return guarded([&] {
-    const fa::StepInfo* s = nullptr;
-    fa::Problem p;
-    if (fa_status st = prepare(step, problem, Pass::kForward, &s, &p); st != FA_OK) return st;
-    fa::DeviceTensors t;
-    t.q = q;
-    t.k = k;
-    t.v = v;
-    t.o = o;
-    t.lse = lse;
-    // The pointer checks of fa::check_launch, without the device limits (reading them is
-    // the one part that asks the CUDA runtime): a copy of the step with no check_device.
-    fa::StepInfo host_checks = *s;
-    host_checks.check_device = nullptr;
-    if (std::string e = fa::check_launch(host_checks, p, t, fa::DeviceLimits{}); !e.empty())
-      return fail(FA_ERROR_INVALID_ARGUMENT, e);
-    if (fa_status st =
-            check_workspace(std::string("step ") + s->name, workspace_of(s->workspace_bytes, p),
-                            workspace, workspace_bytes);
-        st != FA_OK)
-      return st;
-    // The first CUDA call: run_step checks the device's limits, then launches.
-    fa::run_step(*s, p, t, workspace, static_cast<cudaStream_t>(stream));
-    return FA_OK;
+    const fa::DeviceTensors t{q, k, v, o, lse};
+    return launch(step, problem, t, workspace, workspace_bytes, stream);
   });
 }
 
@@ -221,33 +231,8 @@ fa_status fa_backward(const char* step, const fa_problem* problem, const void* q
                       const void* v, const void* o, const float* lse, const void* d_o, void* dq,
                       void* dk, void* dv, void* workspace, size_t workspace_bytes, void* stream) {
   return guarded([&] {
-    const fa::StepInfo* s = nullptr;
-    fa::Problem p;
-    if (fa_status st = prepare(step, problem, Pass::kBackward, &s, &p); st != FA_OK) return st;
-    fa::BackwardTensors t;
-    t.q = q;
-    t.k = k;
-    t.v = v;
-    t.o = o;
-    t.lse = lse;
-    t.d_o = d_o;
-    t.dq = dq;
-    t.dk = dk;
-    t.dv = dv;
-    // As in fa_run: every host-side check of fa::check_backward_launch, no device limits yet.
-    fa::StepInfo host_checks = *s;
-    host_checks.check_backward_device = nullptr;
-    if (std::string e = fa::check_backward_launch(host_checks, p, t, fa::DeviceLimits{});
-        !e.empty())
-      return fail(FA_ERROR_INVALID_ARGUMENT, e);
-    if (fa_status st = check_workspace(std::string("the backward pass of step ") + s->name,
-                                       workspace_of(s->backward_workspace_bytes, p), workspace,
-                                       workspace_bytes);
-        st != FA_OK)
-      return st;
-    // The first CUDA call: run_backward checks the device's limits, then launches.
-    fa::run_backward(*s, p, t, workspace, static_cast<cudaStream_t>(stream));
-    return FA_OK;
+    const fa::BackwardTensors t{q, k, v, o, lse, d_o, dq, dk, dv};
+    return launch(step, problem, t, workspace, workspace_bytes, stream);
   });
 }
 
