@@ -98,8 +98,9 @@ def backward_steps():
 
 def supports(step, dtype, head_dim=64):
     """Whether the registry lets `step` run a problem in `dtype` (a torch dtype or its name,
-    e.g. "bfloat16") with this head dim; no GPU is asked, so a step may still be refused by
-    this device's limits when it runs."""
+    e.g. "bfloat16") with this head dim, in whichever passes it has (forward_steps(),
+    backward_steps()); no GPU is asked, so a step may still be refused by this device's
+    limits when it runs."""
     code = _DTYPES.get(str(dtype).replace("torch.", ""))
     if code is None:
         raise ValueError(f"dtype ({dtype}) must be float32, float16 or bfloat16")

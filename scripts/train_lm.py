@@ -111,6 +111,12 @@ def parse_args(argv=None):
     return args
 
 
+def die(message, status=2):
+    """One line on stderr, then exit (status 2: bad input, as for the argument errors)."""
+    print(f"train_lm.py: error: {message}", file=sys.stderr)
+    raise SystemExit(status)
+
+
 def load_text(files, context):
     """The files' bytes, concatenated: (train, validation), the last tenth held out. Each
     part must hold at least one sequence of context + 1 bytes."""
@@ -118,9 +124,8 @@ def load_text(files, context):
     split = len(data) - len(data) // 10
     train, val = data[:split], data[split:]
     if len(val) < context + 1:
-        raise SystemExit(f"train_lm.py: error: --context ({context}) needs {context + 1} bytes of "
-                         f"validation text; --text holds {len(data)} bytes, a tenth of it is "
-                         f"{len(val)}")
+        die(f"--context ({context}) needs {context + 1} bytes of validation text; --text holds "
+            f"{len(data)} bytes, a tenth of it is {len(val)}")
     return train, val
 
 
@@ -146,17 +151,24 @@ def choose_steps(args, torch, ft):
         elif in_fp32:
             backward, backward_dtype = in_fp32[-1], torch.float32
         else:
-            raise SystemExit(f"train_lm.py: error: no backward step takes head_dim {head_dim} "
-                             f"(--d-model / --heads) in {args.dtype} or fp32")
+            die(f"no backward step takes head_dim {head_dim} (--d-model / --heads) in "
+                f"{args.dtype} or fp32; backward steps: {', '.join(ft.backward_steps())}")
     elif not ft.supports(backward, dtype, head_dim) and ft.supports(backward, "float32", head_dim):
         backward_dtype = torch.float32
-    for option, step, want in (("--forward-step", forward, dtype),
-                               ("--backward-step", backward,
-                                "float32" if backward_dtype else dtype)):
+    for kind, step, want, names in (
+            ("forward", forward, dtype, ft.forward_steps()),
+            ("backward", backward, "float32" if backward_dtype else dtype, ft.backward_steps())):
+        option = f"--{kind}-step"
+        # As the C API finds a step: its folder name, its number ("09", "9") or its slug.
+        found = [n for n in names if step in (n, n.split("_", 1)[1])
+                 or step.isdigit() and int(step, 10) == int(n.split("_", 1)[0], 10)]
+        if not found:
+            die(f"{option} ({step}) is not a {kind} step; the {kind} steps: {', '.join(names)}")
+        step = found[0]
         if not ft.supports(step, want, head_dim):
-            raise SystemExit(f"train_lm.py: error: {option} ({step}) cannot run head_dim "
-                             f"{head_dim} in {want}; forward steps: {', '.join(ft.forward_steps())}"
-                             f"; backward steps: {', '.join(ft.backward_steps())}")
+            die(f"{option} ({step}) cannot run head_dim {head_dim} (--d-model / --heads) in "
+                f"{want}")
+        forward, backward = (step, backward) if kind == "forward" else (forward, step)
     return forward, backward, backward_dtype
 
 
@@ -290,8 +302,9 @@ def main(argv=None):
         how = f"ours: forward {steps['forward']}, backward {steps['backward']}"
         if steps["backward_dtype"]:
             how += f" (run in {steps['backward_dtype']})"
-    print(f"train_lm: {args.dtype}, attention {how}, {params / 1e6:.1f} M parameters, {len(train_bytes)} bytes of training text, "
-          f"{len(val_bytes)} held out, on {log['device']}", flush=True)
+    print(f"train_lm: {args.dtype}, attention {how}, {params / 1e6:.1f} M parameters, "
+          f"{len(train_bytes)} bytes of training text, {len(val_bytes)} held out, on "
+          f"{log['device']}", flush=True)
 
     gen = torch.Generator().manual_seed(args.seed)  # the same batches for both attentions
     tokens_per_step = args.batch * args.context

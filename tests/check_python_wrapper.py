@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """check_python_wrapper.py — scripts/flash_tutorial.py against the library it wraps, with no
 GPU and no PyTorch (ctest -L capi): every C function it declares has the parameter count of
-its prototype in flash_tutorial.h, the step lists and supports() agree with the registry, and
-the listing program names each step's passes. scripts/check_python_api.py checks the rest
+its prototype in flash_tutorial.h, the step lists and supports() agree with the registry, the
+listing program names each step's passes, and scripts/train_lm.py chooses its steps. scripts/check_python_api.py checks the rest
 (results and gradients) on a GPU.
 
     tests/check_python_wrapper.py LIBRARY SOURCE_DIR
@@ -65,6 +65,33 @@ def main():
     check(out.returncode == 0 and lines.get("10_backward") == "backward" and
           lines.get("04_flash_attention") == "forward",
           "flash_tutorial.py lists each step with its passes")
+
+    # scripts/train_lm.py's choice of steps (no PyTorch: a stand-in for the two attributes it
+    # reads, the fp32 dtype and the device's compute capability).
+    import types
+    import train_lm
+
+    def choice(argv, capability=(9, 0)):
+        fake = types.SimpleNamespace(float32="float32", cuda=types.SimpleNamespace(
+            get_device_capability=lambda: capability))
+        try:
+            return train_lm.choose_steps(train_lm.parse_args(argv), fake, ft)
+        except SystemExit as e:
+            return f"exit {e.code}"
+
+    # bf16: the last backward step that takes bf16, else step 10 in fp32.
+    bf16 = [s for s in backward if ft.supports(s, "bfloat16")]
+    want = ("09_warp_specialized",) + ((bf16[-1], None) if bf16 else ("10_backward", "float32"))
+    check(choice([]) == want, f"train_lm on compute capability 9.0, bf16: {choice([])}")
+    check(choice([], (8, 0))[0] == "07_flash_attention_2", "train_lm elsewhere: step 07 forward")
+    check(choice(["--dtype", "fp32"]) == ("04_flash_attention", "10_backward", None),
+          "train_lm in fp32: steps 04 and 10, no cast")
+    check(choice(["--forward-step", "7", "--backward-step", "backward"]) ==
+          ("07_flash_attention_2", "10_backward", "float32"),
+          "train_lm resolves a step's number and slug")
+    check(choice(["--backward-step", "07"]) == "exit 2", "train_lm refuses a forward step as "
+          "--backward-step")
+    check(choice(["--heads", "16"]) == "exit 2", "train_lm refuses head_dim 32 for step 09")
 
     print(f"check_python_wrapper: {passed} passed, {failed} failed")
     return 1 if failed else 0
