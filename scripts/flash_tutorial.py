@@ -6,6 +6,16 @@
     k, v = torch.randn_like(q), torch.randn_like(q)
     o, lse = ft.attention(q, k, v, step="01_naive_attention", causal=True)
 
+Training through the kernels: flash_attention() is differentiable. Its forward runs a forward
+step and keeps O and L (the row logsumexp), never P; its backward runs a backward step, which
+recomputes P tile by tile from L:
+
+    q, k, v = (torch.randn(2, 8, 1024, 64, device="cuda", requires_grad=True)
+               for _ in range(3))
+    o = ft.flash_attention(q, k, v, causal=True, forward_step="04_flash_attention",
+                           backward_step="10_backward")
+    o.square().sum().backward()                              # q.grad, k.grad, v.grad
+
 ctypes only: nothing is built against PyTorch. The library is found through the
 FLASH_TUTORIAL_LIB environment variable or in build*/lib/ next to this folder.
 Run as a program (python3 scripts/flash_tutorial.py), it lists the steps the library holds.
@@ -30,6 +40,8 @@ class _Problem(ctypes.Structure):
 
 _lib = None
 
+_PASS_FORWARD, _PASS_BACKWARD = 1, 2  # fa_step_passes() bits (flash_tutorial.h)
+
 
 def _load():
     global _lib
@@ -49,19 +61,51 @@ def _load():
     lib.fa_step_name.argtypes = [ctypes.c_int]
     lib.fa_step_lesson.restype = ctypes.c_char_p
     lib.fa_step_lesson.argtypes = [ctypes.c_int]
+    lib.fa_step_passes.restype = ctypes.c_int
+    lib.fa_step_passes.argtypes = [ctypes.c_int]
     lib.fa_last_error.restype = ctypes.c_char_p
-    lib.fa_workspace_bytes.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Problem),
-                                       ctypes.POINTER(ctypes.c_size_t)]
+    lib.fa_check.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Problem)]
+    for f in (lib.fa_workspace_bytes, lib.fa_backward_workspace_bytes):
+        f.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Problem), ctypes.POINTER(ctypes.c_size_t)]
     lib.fa_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Problem)] + [ctypes.c_void_p] * 6 + \
         [ctypes.c_size_t, ctypes.c_void_p]
+    lib.fa_backward.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Problem)] + \
+        [ctypes.c_void_p] * 10 + [ctypes.c_size_t, ctypes.c_void_p]
     _lib = lib
     return lib
 
 
-def steps():
-    """Names of the registered GPU steps, in chapter order."""
+def _steps_with(passes):
     lib = _load()
-    return [lib.fa_step_name(i).decode() for i in range(lib.fa_num_steps())]
+    return [lib.fa_step_name(i).decode() for i in range(lib.fa_num_steps())
+            if lib.fa_step_passes(i) & passes]
+
+
+def steps():
+    """Names of the registered GPU steps, in chapter order (forward and backward)."""
+    return _steps_with(_PASS_FORWARD | _PASS_BACKWARD)
+
+
+def forward_steps():
+    """Names of the steps that run the forward pass (attention())."""
+    return _steps_with(_PASS_FORWARD)
+
+
+def backward_steps():
+    """Names of the steps that run the backward pass (backward())."""
+    return _steps_with(_PASS_BACKWARD)
+
+
+def supports(step, dtype, head_dim=64):
+    """Whether the registry lets `step` run a problem in `dtype` (a torch dtype or its name,
+    e.g. "bfloat16") with this head dim, in whichever passes it has (forward_steps(),
+    backward_steps()); no GPU is asked, so a step may still be refused by this device's
+    limits when it runs."""
+    code = _DTYPES.get(str(dtype).replace("torch.", ""))
+    if code is None:
+        raise ValueError(f"dtype ({dtype}) must be float32, float16 or bfloat16")
+    p = _Problem(1, 1, 1, 16, 16, head_dim, 0.0, 0, code, 1)
+    return _load().fa_check(step.encode(), ctypes.byref(p)) == 0
 
 
 def _check(status):
@@ -69,44 +113,188 @@ def _check(status):
         raise FlashTutorialError(_load().fa_last_error().decode())
 
 
-def attention(q, k, v, step, causal=False, scale=None, layout="bhnd"):
-    """O and L (row logsumexp, fp32 [B, H_q, N_q]) for CUDA tensors q, k, v.
+def _shape(t):
+    return tuple(t.shape)
 
-    layout "bhnd": q is [B, H_q, N_q, d], k and v [B, H_kv, N_kv, d] (PyTorch SDPA's layout);
-    layout "bnhd": q is [B, N_q, H_q, d], k and v [B, N_kv, H_kv, d] (FlashAttention's).
-    """
-    import torch
 
+def _problem(q, k, v, causal, scale, layout):
+    """The C API's problem for q, k, v (checked here: what the C API cannot see, the tensors)."""
     if layout not in ("bhnd", "bnhd"):
         raise ValueError(f"layout ({layout!r}) must be 'bhnd' or 'bnhd'")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4 or not t.is_cuda:
-            raise ValueError(f"{name} must be a 4-D CUDA tensor, got {tuple(t.shape)} on {t.device}")
+            raise ValueError(f"{name} must be a 4-D CUDA tensor, got {_shape(t)} on {t.device}")
+        if t.device != q.device:
+            raise ValueError(f"{name} is on {t.device}, q on {q.device}: all must be on one device")
         if t.dtype != q.dtype:
             raise ValueError(f"{name} has dtype {t.dtype}, q has {q.dtype}")
     dtype = _DTYPES.get(str(q.dtype).replace("torch.", ""))
     if dtype is None:
         raise ValueError(f"dtype ({q.dtype}) must be float32, float16 or bfloat16")
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    if layout == "bhnd":
-        b, hq, nq, d = q.shape
-        hkv, nkv = k.shape[1], k.shape[2]
-    else:
-        b, nq, hq, d = q.shape
-        nkv, hkv = k.shape[1], k.shape[2]
-    p = _Problem(b, hq, hkv, nq, nkv, d, float(scale or 0.0), int(bool(causal)), dtype,
-                 0 if layout == "bnhd" else 1)
-    lib = _load()
+    if v.shape != k.shape:
+        raise ValueError(f"v has shape {_shape(v)}, k has {_shape(k)}: v must be shaped like k")
+    seq, heads = (2, 1) if layout == "bhnd" else (1, 2)
+    if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
+        raise ValueError(f"k has shape {_shape(k)}, q has {_shape(q)}: the batch (dim 0) and the "
+                         f"head dim (dim 3) must match ({layout})")
+    b, d = q.shape[0], q.shape[3]
+    return _Problem(b, q.shape[heads], k.shape[heads], q.shape[seq], k.shape[seq], d,
+                    float(scale or 0.0), int(bool(causal)), dtype, 0 if layout == "bnhd" else 1)
+
+
+def _like(name, t, ref, ref_name):
+    """t must have ref's shape, dtype and device."""
+    if _shape(t) != _shape(ref) or t.dtype != ref.dtype or t.device != ref.device:
+        raise ValueError(f"{name} is {_shape(t)} {t.dtype} on {t.device}; it must be shaped like "
+                         f"{ref_name}: {_shape(ref)} {ref.dtype} on {ref.device}")
+
+
+def _workspace_bytes(query, step, p):
+    """Bytes of scratch `step` needs (query: fa_workspace_bytes or fa_backward_workspace_bytes);
+    raises FlashTutorialError when the step cannot run p (or lacks that pass)."""
     ws = ctypes.c_size_t(0)
-    _check(lib.fa_workspace_bytes(step.encode(), ctypes.byref(p), ctypes.byref(ws)))
-    o = torch.empty_like(q)
-    lse = torch.empty((b, hq, nq), device=q.device, dtype=torch.float32)
-    work = torch.empty(max(ws.value, 1), device=q.device, dtype=torch.uint8)
-    stream = torch.cuda.current_stream(q.device).cuda_stream
-    _check(lib.fa_run(step.encode(), ctypes.byref(p), q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                      o.data_ptr(), lse.data_ptr(), work.data_ptr(), ws.value, stream))
+    _check(query(step.encode(), ctypes.byref(p), ctypes.byref(ws)))
+    return ws.value
+
+
+def _workspace(query, step, p, device):
+    import torch
+
+    ws = _workspace_bytes(query, step, p)
+    return torch.empty(max(ws, 1), device=device, dtype=torch.uint8), ws
+
+
+def attention(q, k, v, step, causal=False, scale=None, layout="bhnd"):
+    """O and L (row logsumexp, fp32 [B, H_q, N_q]) for CUDA tensors q, k, v.
+
+    layout "bhnd": q is [B, H_q, N_q, d], k and v [B, H_kv, N_kv, d] (PyTorch SDPA's layout);
+    layout "bnhd": q is [B, N_q, H_q, d], k and v [B, N_kv, H_kv, d] (FlashAttention's).
+    scale None means 1/sqrt(d). Tensors that are not contiguous are copied. O is contiguous.
+    """
+    import torch
+
+    p = _problem(q, k, v, causal, scale, layout)
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    lib = _load()
+    with torch.cuda.device(q.device):
+        work, ws = _workspace(lib.fa_workspace_bytes, step, p, q.device)
+        o = torch.empty_like(q)
+        lse = torch.empty((p.batch, p.heads_q, p.n_q), device=q.device, dtype=torch.float32)
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        _check(lib.fa_run(step.encode(), ctypes.byref(p), q.data_ptr(), k.data_ptr(),
+                          v.data_ptr(), o.data_ptr(), lse.data_ptr(), work.data_ptr(), ws, stream))
     return o, lse
 
+
+def backward(q, k, v, o, lse, d_o, step, causal=False, scale=None, layout="bhnd"):
+    """dQ, dK and dV (in the dtype and layout of q, k, v) from the forward's O and L and dO.
+
+    q, k, v, causal, scale and layout as for attention(); o and d_o shaped like q, lse the
+    forward's fp32 [B, H_q, N_q]. dK and dV are summed over each group of query heads (GQA).
+    """
+    import torch
+
+    p = _problem(q, k, v, causal, scale, layout)
+    _like("o", o, q, "q")
+    _like("d_o", d_o, q, "q")
+    want = (p.batch, p.heads_q, p.n_q)
+    if _shape(lse) != want or lse.dtype != torch.float32 or lse.device != q.device:
+        raise ValueError(f"lse is {_shape(lse)} {lse.dtype} on {lse.device}; it must be "
+                         f"{want} torch.float32 on {q.device}")
+    q, k, v, o, lse, d_o = (t.contiguous() for t in (q, k, v, o, lse, d_o))
+    lib = _load()
+    with torch.cuda.device(q.device):
+        work, ws = _workspace(lib.fa_backward_workspace_bytes, step, p, q.device)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        _check(lib.fa_backward(step.encode(), ctypes.byref(p), q.data_ptr(), k.data_ptr(),
+                               v.data_ptr(), o.data_ptr(), lse.data_ptr(), d_o.data_ptr(),
+                               dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), work.data_ptr(), ws,
+                               stream))
+    return dq, dk, dv
+
+
+_function = None
+
+
+def _autograd_function():
+    """The torch.autograd.Function, made on first use (so that this module imports without
+    PyTorch: listing the steps needs none)."""
+    global _function
+    if _function is not None:
+        return _function
+    import torch
+
+    class FlashAttention(torch.autograd.Function):
+        """Attention whose forward runs a forward step and whose backward a backward step.
+
+        Saved for the backward: Q, K, V, O and L (O(N) memory per row), never P."""
+
+        @staticmethod
+        def forward(ctx, q, k, v, causal, scale, layout, forward_step, backward_step,
+                    backward_dtype):
+            # The contiguous tensors the kernels read are the ones kept: the backward reads them
+            # again, and a caller's strided view (say, of one fused QKV projection) is let go.
+            q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+            o, lse = attention(q, k, v, forward_step, causal, scale, layout)
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.options = (causal, scale, layout, backward_step, backward_dtype)
+            return o
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable  # a second derivative is not provided
+        def backward(ctx, d_o):
+            q, k, v, o, lse = ctx.saved_tensors
+            causal, scale, layout, step, dtype = ctx.options
+            inputs = (q, k, v, o, d_o.to(o.dtype))
+            if dtype is not None and dtype != q.dtype:
+                inputs = tuple(t.to(dtype) for t in inputs)
+            q2, k2, v2, o2, d_o2 = inputs
+            dq, dk, dv = backward(q2, k2, v2, o2, lse, d_o2, step, causal, scale, layout)
+            return (dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)) + (None,) * 6
+
+    _function = FlashAttention
+    return _function
+
+
+def __getattr__(name):
+    """ft.FlashAttention: the torch.autograd.Function (made on first use)."""
+    if name == "FlashAttention":
+        return _autograd_function()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def flash_attention(q, k, v, causal=False, scale=None, layout="bhnd",
+                    forward_step="07_flash_attention_2", backward_step="10_backward",
+                    backward_dtype=None):
+    """Differentiable attention: O from forward_step; dQ, dK, dV from backward_step.
+
+    q, k, v, causal, scale and layout as for attention(). The gradients come back in the
+    inputs' dtype. backward_dtype runs the backward in another dtype (inputs, O and dO cast
+    to it, the gradients cast back), e.g. torch.float32 for step 10, which runs fp32 only,
+    behind a bf16 forward; None runs it in the inputs' dtype. Every check of the backward
+    (the step has one and accepts this problem) is made before the forward runs, so a bad
+    choice fails at once rather than after the loss is computed.
+    """
+    import torch
+
+    p = _problem(q, k, v, causal, scale, layout)
+    if backward_dtype is not None:
+        code = _DTYPES.get(str(backward_dtype).replace("torch.", ""))
+        if code is None:
+            raise ValueError(f"backward_dtype ({backward_dtype}) must be None, torch.float32, "
+                             "torch.float16 or torch.bfloat16")
+        p.dtype = code
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        try:
+            _workspace_bytes(_load().fa_backward_workspace_bytes, backward_step, p)
+        except FlashTutorialError as e:
+            if backward_dtype is None and "(supported: fp32)" in str(e):
+                raise FlashTutorialError(f"{e}; backward_dtype=torch.float32 runs it in fp32 "
+                                         "behind this forward") from None
+            raise
+    return _autograd_function().apply(q, k, v, causal, scale, layout, forward_step,
+                                      backward_step, backward_dtype)
 
 
 def _main():
@@ -117,7 +305,10 @@ def _main():
         print(f"flash_tutorial.py: error: {e}", file=__import__("sys").stderr)
         return 1
     for i in range(lib.fa_num_steps()):
-        print(f"{lib.fa_step_name(i).decode():24s} {lib.fa_step_lesson(i).decode()}")
+        passes = lib.fa_step_passes(i)
+        kind = "+".join(n for bit, n in ((_PASS_FORWARD, "forward"), (_PASS_BACKWARD, "backward"))
+                        if passes & bit)
+        print(f"{lib.fa_step_name(i).decode():24s} {kind:9s} {lib.fa_step_lesson(i).decode()}")
     return 0
 
 

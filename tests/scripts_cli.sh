@@ -92,6 +92,21 @@ expect 2 "sanitize.sh: error: at most one argument, the build folder; got 2: a b
 expect 2 "mutation_check.sh: error: no argument expected, got 1: x" -- scripts/mutation_check.sh x
 expect 2 "setup.sh: error: this file is sourced, not run" -- scripts/setup.sh
 
+echo "--- scripts/train_lm.py, scripts/plot_lm.py (argument checks only: neither trains nor plots)"
+expect 2 "argument --attention: invalid choice: 'bogus'" -- scripts/train_lm.py --attention bogus
+expect 2 "--d-model (500) must be a multiple of --heads (8)" -- scripts/train_lm.py --d-model 500
+expect 2 "argument --steps: 0 must be at least 1" -- scripts/train_lm.py --steps 0
+expect 2 "argument --lr: -1.0 must be finite and > 0" -- scripts/train_lm.py --lr -1
+expect 2 "--warmup (300) must be in 0 .. --steps - 1 (299)" -- scripts/train_lm.py --warmup 300
+expect 2 "--text: no file matches '/nonexistent/*.md'" -- scripts/train_lm.py --text '/nonexistent/*.md'
+expect 0 "usage: scripts/train_lm.py" -- scripts/train_lm.py --help
+expect 2 "/nonexistent.json: cannot be read as a train_lm.py log" \
+  -- scripts/plot_lm.py /nonexistent.json
+expect 2 "argument --smooth: invalid int value: 'x'" -- scripts/plot_lm.py --smooth x a.json
+expect 2 "usage: scripts/plot_lm.py" "the following arguments are required: logs" \
+  -- scripts/plot_lm.py
+expect 0 "usage: scripts/plot_lm.py" -- scripts/plot_lm.py --help
+
 echo "--- every script is executable and starts with its interpreter"
 for f in scripts/*.sh scripts/*.py; do
   cases=$((cases + 1))

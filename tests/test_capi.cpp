@@ -3,8 +3,10 @@
 // No device needed: every call here is refused before fa_run asks for one, so on a machine
 // without a GPU a check done after a CUDA call would show up as FA_ERROR_CUDA, not the
 // expected code. The pointers are host addresses: nothing is launched, nothing dereferenced.
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "steps/harness/flash_tutorial.h"
 #include "tests/catch.hpp"
@@ -38,7 +40,7 @@ fa_problem accepted_problem(const char* step) {
 }
 
 // Host addresses standing in for device pointers, aligned to 256 bytes (plus `offset`).
-alignas(256) unsigned char g_buffer[8][512];
+alignas(256) unsigned char g_buffer[12][512];
 void* addr(int i, int offset = 0) { return &g_buffer[i][offset]; }
 float* lse_addr(int offset = 0) { return reinterpret_cast<float*>(addr(4, offset)); }
 
@@ -63,6 +65,47 @@ Pointers enough_workspace(const char* step, const fa_problem& p) {
   return x;
 }
 
+// The names of the registered steps that have `pass` (FA_PASS_FORWARD or FA_PASS_BACKWARD).
+std::vector<std::string> steps_with(int pass) {
+  std::vector<std::string> out;
+  for (int i = 0; i < fa_num_steps(); ++i)
+    if (fa_step_passes(i) & pass) out.emplace_back(fa_step_name(i));
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// The backward's pointers: q, k, v, o, lse as for the forward, then d_o, dq, dk and dv.
+struct BackwardPointers {
+  const void* q = addr(0);
+  const void* k = addr(1);
+  const void* v = addr(2);
+  const void* o = addr(3);
+  const float* lse = lse_addr();
+  const void* d_o = addr(6);
+  void* dq = addr(7);
+  void* dk = addr(8);
+  void* dv = addr(9);
+  void* workspace = addr(5);
+  size_t workspace_bytes = 0;
+};
+
+fa_status backward(const char* step, const fa_problem* p, const BackwardPointers& x) {
+  return fa_backward(step, p, x.q, x.k, x.v, x.o, x.lse, x.d_o, x.dq, x.dk, x.dv, x.workspace,
+                     x.workspace_bytes, nullptr);
+}
+
+// Backward workspace enough for `p` on `step` (queried through the API).
+BackwardPointers enough_backward_workspace(const char* step, const fa_problem& p) {
+  BackwardPointers x;
+  REQUIRE(fa_backward_workspace_bytes(step, &p, &x.workspace_bytes) == FA_OK);
+  return x;
+}
+
 }  // namespace
 
 TEST_CASE("C API: steps are listed, an index out of range gives NULL", "[capi]") {
@@ -76,6 +119,48 @@ TEST_CASE("C API: steps are listed, an index out of range gives NULL", "[capi]")
   CHECK(fa_step_name(n) == nullptr);
   CHECK(fa_step_lesson(-1) == nullptr);
   CHECK(fa_step_lesson(n) == nullptr);
+}
+
+TEST_CASE("C API: fa_step_passes says which steps run forward and which backward", "[capi]") {
+  const int n = fa_num_steps();
+  for (int i = 0; i < n; ++i) {
+    INFO(fa_step_name(i));
+    const int passes = fa_step_passes(i);
+    CHECK(passes != 0);  // every step runs something
+    CHECK((passes & ~(FA_PASS_FORWARD | FA_PASS_BACKWARD)) == 0);
+  }
+  CHECK(fa_step_passes(-1) == 0);
+  CHECK(fa_step_passes(n) == 0);
+  // Steps 01-09 are forward passes, step 10 a backward pass alone (README, Limits and errors).
+  const std::vector<std::string> forward = steps_with(FA_PASS_FORWARD);
+  const std::vector<std::string> backward = steps_with(FA_PASS_BACKWARD);
+  CHECK(std::find(forward.begin(), forward.end(), "04_flash_attention") != forward.end());
+  CHECK(std::find(backward.begin(), backward.end(), "04_flash_attention") == backward.end());
+  CHECK(std::find(backward.begin(), backward.end(), "10_backward") != backward.end());
+  CHECK(std::find(forward.begin(), forward.end(), "10_backward") == forward.end());
+}
+
+TEST_CASE("C API: a pass the step does not have is refused, naming the steps that have it",
+          "[capi]") {
+  const fa_problem p = accepted_problem("10_backward");
+  const std::string no_forward = "step (10_backward) has no forward pass; steps with one: " +
+                                 joined(steps_with(FA_PASS_FORWARD));
+  size_t bytes = 0;
+  CHECK(fa_check("10_backward", &p) == FA_OK);  // the problem suits it, for its backward pass
+  CHECK(fa_workspace_bytes("10_backward", &p, &bytes) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == no_forward);
+  CHECK(run("10", &p, Pointers{}) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == no_forward);
+
+  const fa_problem p4 = accepted_problem("04_flash_attention");
+  const std::string no_backward =
+      "step (04_flash_attention) has no backward pass; steps with one: " +
+      joined(steps_with(FA_PASS_BACKWARD));
+  CHECK(fa_backward_workspace_bytes("04_flash_attention", &p4, &bytes) ==
+        FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == no_backward);
+  CHECK(backward("04", &p4, BackwardPointers{}) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == no_backward);
 }
 
 TEST_CASE("C API: an unknown or null step name is FA_ERROR_UNKNOWN_STEP", "[capi]") {
@@ -153,8 +238,8 @@ TEST_CASE("C API: what a step does not support names the step and its limit", "[
 }
 
 TEST_CASE("C API: a null q, k, v, o or lse is refused, naming the pointer", "[capi]") {
-  for (int i = 0; i < fa_num_steps(); ++i) {
-    const char* step = fa_step_name(i);
+  for (const std::string& name : steps_with(FA_PASS_FORWARD)) {
+    const char* step = name.c_str();
     INFO(step);
     const fa_problem p = accepted_problem(step);
     const Pointers good = enough_workspace(step, p);
@@ -211,9 +296,9 @@ TEST_CASE("C API: a misaligned pointer is refused with the step's alignment", "[
   CHECK(last().find(") is not aligned to 16 bytes as step 04_flash_attention requires") !=
         std::string::npos);
 
-  // Every step: q off by 2 bytes, and lse (fp32) needs 4 bytes.
-  for (int i = 0; i < fa_num_steps(); ++i) {
-    const char* step = fa_step_name(i);
+  // Every forward step: q off by 2 bytes, and lse (fp32) needs 4 bytes.
+  for (const std::string& name : steps_with(FA_PASS_FORWARD)) {
+    const char* step = name.c_str();
     INFO(step);
     const fa_problem pi = accepted_problem(step);
     Pointers y = enough_workspace(step, pi);
@@ -278,4 +363,99 @@ TEST_CASE("C API: checks run in the documented order; success clears the message
   p.n_q = 100;
   CHECK(fa_check(step, &p) == FA_OK);
   CHECK(last().empty());
+}
+
+TEST_CASE("C API: fa_backward refuses a bad step or problem like fa_run", "[capi]") {
+  const char* step = "10_backward";
+  fa_problem p = accepted_problem(step);
+  size_t bytes = 0;
+  const BackwardPointers x;
+  CHECK(backward("no_such_step", &p, x) == FA_ERROR_UNKNOWN_STEP);
+  CHECK(starts_with(last(), "step (no_such_step) is not a registered step; known: "));
+  CHECK(backward(nullptr, &p, x) == FA_ERROR_UNKNOWN_STEP);
+  CHECK(last() == "pointer step is null");
+  CHECK(fa_backward_workspace_bytes(nullptr, &p, &bytes) == FA_ERROR_UNKNOWN_STEP);
+  CHECK(last() == "pointer step is null");
+
+  CHECK(backward(step, nullptr, x) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer problem is null");
+  CHECK(fa_backward_workspace_bytes(step, &p, nullptr) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer bytes is null");
+  p.heads_q = 6, p.heads_kv = 4;
+  CHECK(backward(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "heads_q (6) must be a multiple of heads_kv (4)");
+  CHECK(fa_backward_workspace_bytes(step, &p, &bytes) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "heads_q (6) must be a multiple of heads_kv (4)");
+  p = accepted_problem(step);
+  p.layout = 2;
+  CHECK(backward(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "layout (2) must be 0 (bnhd) or 1 (bhnd)");
+  p = accepted_problem(step);
+  p.dtype = 2;  // bf16: step 10 is fp32 only
+  CHECK(backward(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "dtype (bf16) is not supported by step 10_backward (supported: fp32)");
+}
+
+TEST_CASE("C API: fa_backward refuses each null or misaligned pointer, naming it", "[capi]") {
+  for (const std::string& name : steps_with(FA_PASS_BACKWARD)) {
+    const char* step = name.c_str();
+    INFO(step);
+    const fa_problem p = accepted_problem(step);
+    const BackwardPointers good = enough_backward_workspace(step, p);
+    const struct {
+      const char* name;
+      void (*clear)(BackwardPointers&);
+    } cases[] = {
+        {"q", [](BackwardPointers& x) { x.q = nullptr; }},
+        {"k", [](BackwardPointers& x) { x.k = nullptr; }},
+        {"v", [](BackwardPointers& x) { x.v = nullptr; }},
+        {"o", [](BackwardPointers& x) { x.o = nullptr; }},
+        {"lse", [](BackwardPointers& x) { x.lse = nullptr; }},
+        {"d_o", [](BackwardPointers& x) { x.d_o = nullptr; }},
+        {"dq", [](BackwardPointers& x) { x.dq = nullptr; }},
+        {"dk", [](BackwardPointers& x) { x.dk = nullptr; }},
+        {"dv", [](BackwardPointers& x) { x.dv = nullptr; }},
+    };
+    for (const auto& c : cases) {
+      INFO("null " << c.name);
+      BackwardPointers x = good;
+      c.clear(x);
+      CHECK(backward(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
+      CHECK(last() == std::string("pointer ") + c.name + " is null");
+    }
+    // dk off by 2 bytes (every step loads at least 4-byte elements); lse needs 4 bytes.
+    BackwardPointers odd = good;
+    odd.dk = addr(8, 2);
+    CHECK(backward(step, &p, odd) == FA_ERROR_INVALID_ARGUMENT);
+    CHECK(starts_with(last(), "pointer dk (0x"));
+    CHECK(last().find(std::string(" bytes as step ") + step + " requires") != std::string::npos);
+    odd = good;
+    odd.lse = lse_addr(2);
+    CHECK(backward(step, &p, odd) == FA_ERROR_INVALID_ARGUMENT);
+    CHECK(last().find(") is not aligned to 4 bytes as step") != std::string::npos);
+  }
+}
+
+TEST_CASE("C API: fa_backward checks its workspace, after the pointers", "[capi]") {
+  const char* step = "10_backward";  // the fp32 dQ accumulator and D: 4·B·H_q·N_q·(d + 1)
+  const fa_problem p = accepted_problem(step);
+  size_t need = 0;
+  REQUIRE(fa_backward_workspace_bytes(step, &p, &need) == FA_OK);
+  CHECK(last().empty());
+  CHECK(need == size_t{4} * 2 * 4 * 100 * (64 + 1));
+
+  BackwardPointers x;
+  x.workspace_bytes = need - 1;
+  CHECK(backward(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "workspace_bytes (" + std::to_string(need - 1) + ") is below the " +
+                      std::to_string(need) +
+                      " bytes the backward pass of step 10_backward needs for this problem");
+  x.workspace_bytes = need;
+  x.workspace = nullptr;
+  CHECK(backward(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer workspace is null; the backward pass of step 10_backward needs " +
+                      std::to_string(need) + " bytes of workspace for this problem");
+  x.dv = nullptr;  // the pointers before the workspace
+  CHECK(backward(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer dv is null");
 }

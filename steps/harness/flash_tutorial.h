@@ -1,5 +1,5 @@
 /** \file flash_tutorial.h
- * \brief C API: run any registered step on device pointers.
+ * \brief C API: run any registered step, forward or backward, on device pointers.
  *
  * Every call validates first (the same checks as the tour and the tests) and launches
  * nothing on bad input; the return code says what kind of error, fa_last_error() what
@@ -24,13 +24,14 @@ extern "C" {
  * argument, its value and the limit (README, "Limits and errors"). */
 typedef enum {
   FA_OK = 0,                     /**< success (fa_last_error() is then "") */
-  FA_ERROR_INVALID_ARGUMENT = 1, /**< a null pointer (problem, bytes, q, k, v, o, lse, a needed
-                                      workspace), a misaligned pointer, a workspace too small,
-                                      a dtype or layout out of range, or a problem the step
+  FA_ERROR_INVALID_ARGUMENT = 1, /**< a null pointer (problem, bytes, q, k, v, o, lse, d_o,
+                                      dq, dk, dv, a needed workspace), a misaligned pointer, a
+                                      workspace too small, a dtype or layout out of range, a
+                                      pass the step does not have, or a problem the step
                                       cannot run */
   FA_ERROR_UNKNOWN_STEP = 2,     /**< no step by that name, or the name is NULL */
-  FA_ERROR_CUDA = 3,             /**< a CUDA call failed (only fa_run makes any, after every
-                                      check above passed) */
+  FA_ERROR_CUDA = 3,             /**< a CUDA call failed (only fa_run and fa_backward make
+                                      any, after every check above passed) */
   FA_ERROR_INTERNAL = 4          /**< any other exception (see fa_last_error) */
 } fa_status;
 
@@ -55,11 +56,22 @@ FA_API const char* fa_step_name(int index);
 /** \brief One line on what step `index` teaches; NULL if out of range.
  * \param index 0 .. fa_num_steps() - 1 \return the lesson, a static string */
 FA_API const char* fa_step_lesson(int index);
-/** \brief Checks that `step` can run `problem` (shapes, dtype, head_dim, features).
+/** \brief Which passes a step has: bits of fa_step_passes(). */
+typedef enum {
+  FA_PASS_FORWARD = 1, /**< the step runs the forward pass (fa_run) */
+  FA_PASS_BACKWARD = 2 /**< the step runs the backward pass (fa_backward) */
+} fa_pass;
+/** \brief The passes step `index` runs: FA_PASS_FORWARD, FA_PASS_BACKWARD or both, OR-ed;
+ * 0 if `index` is out of range (every registered step has at least one pass).
+ * \param index 0 .. fa_num_steps() - 1 \return the fa_pass bits, or 0 */
+FA_API int fa_step_passes(int index);
+/** \brief Checks that `step` can run `problem` (shapes, dtype, head_dim, features), for
+ * whichever passes it has (fa_step_passes).
  * \param step a step name (as in fa_step_name, or its number or slug)
  * \param problem the problem \return FA_OK, or the error (then see fa_last_error) */
 FA_API fa_status fa_check(const char* step, const fa_problem* problem);
-/** \brief Device scratch bytes `step` needs for `problem`, in *bytes.
+/** \brief Device scratch bytes `step`'s forward pass needs for `problem`, in *bytes. A step
+ * without a forward pass is refused (FA_ERROR_INVALID_ARGUMENT).
  * \param step a step name \param problem the problem \param bytes receives the size
  * \return FA_OK, or the error (then see fa_last_error) */
 FA_API fa_status fa_workspace_bytes(const char* step, const fa_problem* problem, size_t* bytes);
@@ -71,7 +83,8 @@ FA_API fa_status fa_workspace_bytes(const char* step, const fa_problem* problem,
  * \param workspace device scratch \param workspace_bytes its size in bytes
  * \param stream a cudaStream_t, or NULL for the default stream
  * \return FA_OK once launched, or the error (then see fa_last_error); nothing is launched
- * on an error. The checks, in order, all before the first CUDA call: the step name, the
+ * on an error. The checks, in order, all before the first CUDA call: the step name (and that
+ * it has a forward pass), the
  * problem (as fa_check), the pointers q, k, v, o, lse (not NULL; q, k, v, o aligned to the
  * step's vector loads, 16 bytes for steps 04-08; lse to 4), then the workspace (at least
  * fa_workspace_bytes, not NULL when that is above 0). Then the device's limits (grid,
@@ -79,6 +92,32 @@ FA_API fa_status fa_workspace_bytes(const char* step, const fa_problem* problem,
 FA_API fa_status fa_run(const char* step, const fa_problem* problem, const void* q, const void* k,
                         const void* v, void* o, float* lse, void* workspace, size_t workspace_bytes,
                         void* stream);
+/** \brief Device scratch bytes `step`'s backward pass needs for `problem`, in *bytes. A step
+ * without a backward pass is refused (FA_ERROR_INVALID_ARGUMENT).
+ * \param step a step name \param problem the problem \param bytes receives the size
+ * \return FA_OK, or the error (then see fa_last_error) */
+FA_API fa_status fa_backward_workspace_bytes(const char* step, const fa_problem* problem,
+                                             size_t* bytes);
+/** \brief Runs `step`'s backward pass asynchronously on `stream`: dq, dk and dv from q, k, v,
+ * the forward's o and lse, and d_o (the gradient of the loss with respect to o). q, k, v, o,
+ * d_o, dq, dk and dv are in the problem's dtype and layout (dq and d_o shaped like q, dk and
+ * dv like k; dk and dv summed over each group of query heads); lse is the forward's fp32
+ * [B, H_q, N_q]. workspace holds at least fa_backward_workspace_bytes bytes (may be NULL when
+ * that is 0); its contents on entry do not matter.
+ * \param step a step name \param problem the problem
+ * \param q Q \param k K \param v V \param o O, the forward's output \param lse L, the forward's
+ * row logsumexp \param d_o dO \param dq dQ (written) \param dk dK (written) \param dv dV
+ * (written) \param workspace device scratch \param workspace_bytes its size in bytes
+ * \param stream a cudaStream_t, or NULL for the default stream
+ * \return FA_OK once launched, or the error (then see fa_last_error); nothing is launched on
+ * an error. The checks, in order, all before the first CUDA call, as for fa_run: the step name
+ * (and that it has a backward pass), the problem (as fa_check), the pointers q, k, v, o, lse,
+ * d_o, dq, dk, dv (not NULL; aligned to the step's loads, lse to 4), then the workspace. Then
+ * the device's limits and the launch. */
+FA_API fa_status fa_backward(const char* step, const fa_problem* problem, const void* q,
+                             const void* k, const void* v, const void* o, const float* lse,
+                             const void* d_o, void* dq, void* dk, void* dv, void* workspace,
+                             size_t workspace_bytes, void* stream);
 /** \brief The message of the last error on this thread ("" if none).
  * \return the message, valid until the next call on this thread */
 FA_API const char* fa_last_error(void);
