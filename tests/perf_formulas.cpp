@@ -1,6 +1,7 @@
-// perf_formulas.cpp — prints common/perf.h's FLOP and byte counts (forward and backward) for a list of problems as
-// JSON, for tests/check_perf_formulas.py, which recomputes them with scripts/fa_perf.py and
-// fails on any difference (one source of truth for the formulas, written in two languages).
+// perf_formulas.cpp — prints common/perf.h's FLOP and byte counts, forward and backward, for
+// a list of problems as JSON, for tests/check_perf_formulas.py, which recomputes them with
+// scripts/fa_perf.py and fails on any difference (one source of truth for the formulas,
+// written in two languages).
 //
 //   build/bin/perf_formulas > perf.json
 #include <cstdio>
