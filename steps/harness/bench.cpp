@@ -68,40 +68,47 @@ fa::DeviceProblem& inputs_for(const fa::Problem& p) {
   return *cache.dev;
 }
 
-// The backward's inputs, made once per shape and causal setting (O and L depend on it) and
-// shared by every backward step timed on it: Q, K, V and dO random, O and L from `forward`.
+// The backward's inputs, shared by every backward step timed on one shape: Q, K, V and dO
+// random, made once per shape (host copies kept for the other causal setting), and O and L
+// from `forward`, made once per shape and causal setting (they depend on it).
 struct BackwardCache {
-  fa::Problem shape;
+  fa::Problem host_shape;  // of `in` and `d_o` (causal ignored)
+  std::unique_ptr<fa::HostInputs> in;
+  std::vector<float> d_o;
+  fa::Problem shape;  // of `dev`, causal included
   const fa::StepInfo* forward = nullptr;
   std::unique_ptr<fa::DeviceBackward> dev;
 };
 
 fa::DeviceBackward& backward_inputs_for(const fa::Problem& p, const fa::StepInfo& forward) {
   static BackwardCache cache;
-  if (!cache.dev || !same_shape(cache.shape, p) || cache.shape.causal != p.causal ||
-      cache.forward != &forward) {
-    cache.dev.reset();  // free the previous shape first
-    const fa::HostInputs in = fa::make_inputs(p, fa::Distribution::Normal, 2024);
-    std::vector<float> o, lse;
-    {  // the forward, untimed; its device buffers are freed before the backward's are made
-      fa::DeviceProblem fwd(in, forward.workspace_bytes ? forward.workspace_bytes(p) : 0);
-      fa::run_step(forward, p, fwd.tensors(), fwd.workspace());
-      fwd.download(&o, &lse);
-    }
-    // A row that sees no key has L = -inf and O = 0; anything else not finite is a broken
-    // forward, and a backward timed on it would time another code path.
-    const bool o_ok = std::all_of(o.begin(), o.end(), [](float x) { return std::isfinite(x); });
-    const bool l_ok = std::none_of(lse.begin(), lse.end(),
-                                   [](float x) { return std::isnan(x) || x == INFINITY; });
-    if (!o_ok || !l_ok)
-      throw std::runtime_error(std::string("forward step ") + forward.name + " gave a " +
-                               (o_ok ? "NaN or +inf in L" : "non-finite O") + " for " +
-                               p.describe() + "; no backward is timed on it");
-    const std::vector<float> d_o = fa::make_inputs(p, fa::Distribution::Normal, 2025).q;
-    cache.dev = std::make_unique<fa::DeviceBackward>(in, o, lse, d_o, 0);
-    cache.shape = p;
-    cache.forward = &forward;
+  if (cache.dev && same_shape(cache.shape, p) && cache.shape.causal == p.causal &&
+      cache.forward == &forward)
+    return *cache.dev;
+  cache.dev.reset();  // free the previous shape first
+  if (!cache.in || !same_shape(cache.host_shape, p)) {
+    cache.in = std::make_unique<fa::HostInputs>(fa::make_inputs(p, fa::Distribution::Normal, 2024));
+    cache.d_o = fa::make_inputs(p, fa::Distribution::Normal, 2025).q;  // random, in Q's shape
+    cache.host_shape = p;
   }
+  std::vector<float> o, lse;
+  {  // the forward, untimed; its device buffers are freed before the backward's are made
+    fa::DeviceProblem fwd(*cache.in, forward.workspace_bytes ? forward.workspace_bytes(p) : 0);
+    fa::run_step(forward, p, fwd.tensors(), fwd.workspace());
+    fwd.download(&o, &lse);
+  }
+  // A row that sees no key has L = -inf and O = 0; anything else not finite is a broken
+  // forward, and a backward timed on it would time another code path.
+  const bool o_ok = std::all_of(o.begin(), o.end(), [](float x) { return std::isfinite(x); });
+  const bool l_ok =
+      std::none_of(lse.begin(), lse.end(), [](float x) { return std::isnan(x) || x == INFINITY; });
+  if (!o_ok || !l_ok)
+    throw std::runtime_error(std::string("forward step ") + forward.name + " gave a " +
+                             (o_ok ? "NaN or +inf in L" : "non-finite O") + " for " + p.describe() +
+                             "; no backward is timed on it");
+  cache.dev = std::make_unique<fa::DeviceBackward>(*cache.in, o, lse, cache.d_o, 0);
+  cache.shape = p;
+  cache.forward = &forward;
   return *cache.dev;
 }
 
