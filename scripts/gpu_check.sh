@@ -23,6 +23,9 @@ usage: scripts/gpu_check.sh [OPTION...]
   --skip-backward      no backward benchmarks (bench_all --pass backward) and no backward
                        peers (peers.py --pass backward); with --skip-bench or --skip-peers
                        the backward's part goes too
+  --skip-forward       the same for the forward pass: with --skip-tests and the other
+                       --skip options, the backward's benchmarks alone, merged into the
+                       results beside the forward's already there
   --skip-ceilings      (bin/ceilings: docs/results/NAME-ceilings.json)
   --skip-large-tour    (the tour at N = 16384 and 65536: docs/results/NAME-tour-large.txt)
   --bench-args "..."   more options for bench_all;  --peer-args "...": for scripts/peers.py
@@ -32,7 +35,7 @@ USAGE
 }
 
 orig_args="$*"
-mutants=1 dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 ceilings=1 large_tour=1 bench=1 peers=1 backward=1 traffic=1 bench_args="" peer_args=""
+mutants=1 dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 ceilings=1 large_tour=1 bench=1 peers=1 forward=1 backward=1 traffic=1 bench_args="" peer_args=""
 # value OPTION ARGS...: the value following OPTION, or a usage error when there is none.
 value() { [ $# -ge 2 ] || fa_usage_error "option $1 needs a value"; printf '%s' "$2"; }
 while [ $# -gt 0 ]; do
@@ -45,6 +48,7 @@ while [ $# -gt 0 ]; do
     --skip-bench) bench=0 ;;
     --skip-peers) peers=0 ;;
     --skip-backward) backward=0 ;;
+    --skip-forward) forward=0 ;;
     --skip-traffic) traffic=0 ;;
     --skip-mutants) mutants=0 ;;
     --skip-ceilings) ceilings=0 ;;
@@ -145,9 +149,9 @@ if [ "$ceilings" = 1 ]; then
   FA_BUILD_DIR="$build" scripts/ceilings.sh --name "$name" 2>&1 | tee "$logs/ceilings.log" || status=1
 fi
 
-if [ "$bench" = 1 ]; then
+ns="512,1024,2048,4096,8192,16384"; [ "$quick" = 1 ] && ns="1024,4096"
+if [ "$bench" = 1 ] && [ "$forward" = 1 ]; then
   step "benchmarks (ours and the cuBLAS baseline)"
-  ns="512,1024,2048,4096,8192,16384"; [ "$quick" = 1 ] && ns="1024,4096"
   for dt in ${dtypes//,/ }; do
     # shellcheck disable=SC2086
     "$build/bin/bench_all" --ns "$ns" --dtype "$dt" $bench_args \
@@ -179,7 +183,7 @@ if [ "$traffic" = 1 ]; then
       --meta "$gpu, driver $driver, $(date -u +%Y-%m-%d), commit $commit, scripts/gpu_check.sh" --out-md "docs/results/$name-traffic.md" \
       --out-json "docs/results/$name-traffic.json" 2>&1 | tee "$logs/traffic.log" || status=1
 fi
-if [ "$peers" = 1 ]; then
+if [ "$peers" = 1 ] && [ "$forward" = 1 ]; then
   step "peers: PyTorch SDPA backends, same shapes"
   q=""; [ "$quick" = 1 ] && q="--quick"
   # shellcheck disable=SC2086
