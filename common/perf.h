@@ -30,6 +30,20 @@ inline double min_io_bytes(const Problem& p) {
   return e * (2.0 * p.q_elems() + 2.0 * p.kv_elems()) + 4.0 * p.lse_elems();
 }
 
+/// \brief Backward FLOPs: 2.5 × the forward's (attention_flops), the FlashAttention
+/// convention: five matrix products of 2·N_q·N_kv·d per query head (S recomputed, dV, dP, dQ,
+/// dK) where the forward has two; halved when causal, as the forward.
+/// \param p the problem \return the FLOP count
+inline double attention_backward_flops(const Problem& p) { return 2.5 * attention_flops(p); }
+
+/// \brief The fewest bytes any backward pass must move through device memory: read Q, K, V,
+/// O, dO (the storage type) and L (fp32) once, write dQ, dK and dV once.
+/// \param p the problem \return the byte count
+inline double backward_min_io_bytes(const Problem& p) {
+  const double e = double(dtype_size(p.dtype));
+  return e * (4.0 * p.q_elems() + 4.0 * p.kv_elems()) + 4.0 * p.lse_elems();
+}
+
 /// \brief Bytes of one N×N matrix (all batches and query heads) in fp32.
 /// \param p the problem \return 4·B·H_q·N_q·N_kv
 inline double nxn_matrix_bytes(const Problem& p) {

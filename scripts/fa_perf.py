@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The FLOP and byte counts of one attention problem, for the Python scripts.
 
-The same formulas as common/perf.h (attention_flops, min_io_bytes, nxn_matrix_bytes); the
+The same formulas as common/perf.h (attention_flops, min_io_bytes, nxn_matrix_bytes,
+attention_backward_flops, backward_min_io_bytes); the
 test conventions/perf_formulas (tests/check_perf_formulas.py) checks that the two agree on a
 list of problems. docs/conventions.md explains the convention. scripts/peers.py and
 scripts/make_results.py import this module; nothing else in Python may write the formulas.
@@ -26,17 +27,34 @@ def attention_flops(batch, heads_q, n_q, n_kv, d, causal):
     return f / 2 if causal else f
 
 
-def min_io_bytes(batch, heads_q, heads_kv, n_q, n_kv, d, dtype):
-    """The fewest bytes any forward pass moves through device memory: Q, K, V read once, O
-    written once (in the storage type), L written once (fp32)."""
+def attention_backward_flops(batch, heads_q, n_q, n_kv, d, causal):
+    """Backward FLOPs: 2.5 × the forward's (five matrix products where the forward has two),
+    the FlashAttention convention; halved when causal, as the forward."""
+    return 2.5 * attention_flops(batch, heads_q, n_q, n_kv, d, causal)
+
+
+def _elements(batch, heads_q, heads_kv, n_q, n_kv, d, dtype):
+    """(element size, elements of Q, of K, of L) of a problem."""
     try:
         e = DTYPE_BYTES[dtype]
     except KeyError:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}") from None
-    q = float(batch) * heads_q * n_q * d
-    kv = float(batch) * heads_kv * n_kv * d
-    lse = float(batch) * heads_q * n_q
+    return (e, float(batch) * heads_q * n_q * d, float(batch) * heads_kv * n_kv * d,
+            float(batch) * heads_q * n_q)
+
+
+def min_io_bytes(batch, heads_q, heads_kv, n_q, n_kv, d, dtype):
+    """The fewest bytes any forward pass moves through device memory: Q, K, V read once, O
+    written once (in the storage type), L written once (fp32)."""
+    e, q, kv, lse = _elements(batch, heads_q, heads_kv, n_q, n_kv, d, dtype)
     return e * (2.0 * q + 2.0 * kv) + 4.0 * lse
+
+
+def backward_min_io_bytes(batch, heads_q, heads_kv, n_q, n_kv, d, dtype):
+    """The fewest bytes any backward pass moves through device memory: Q, K, V, O, dO read
+    once and dQ, dK, dV written once (in the storage type), L read once (fp32)."""
+    e, q, kv, lse = _elements(batch, heads_q, heads_kv, n_q, n_kv, d, dtype)
+    return e * (4.0 * q + 4.0 * kv) + 4.0 * lse
 
 
 def nxn_matrix_bytes(batch, heads_q, n_q, n_kv):
@@ -70,6 +88,10 @@ def main(argv=None):
     io = min_io_bytes(a.batch, a.heads_q, heads_kv, a.n_q, n_kv, a.d, a.dtype)
     print(f"min_io_bytes {io:.6g}")
     print(f"nxn_matrix_bytes {nxn_matrix_bytes(a.batch, a.heads_q, a.n_q, n_kv):.6g}")
+    bflops = attention_backward_flops(a.batch, a.heads_q, a.n_q, n_kv, a.d, a.causal)
+    print(f"backward_flops {bflops:.6g}")
+    bio = backward_min_io_bytes(a.batch, a.heads_q, heads_kv, a.n_q, n_kv, a.d, a.dtype)
+    print(f"backward_min_io_bytes {bio:.6g}")
     return 0
 
 

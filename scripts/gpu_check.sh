@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_check.sh — the GPU owner's check: build, run every test (none may be skipped), the tour,
 # the benchmarks of every step with the cuBLAS baseline, PyTorch's SDPA backends on the same
-# shapes, and write docs/results/<name>.json and .md (and the plots, if matplotlib is there).
+# shapes, the same for the backward pass (the steps that have one, the backends' autograd),
+# and write docs/results/<name>.json and .md (and the plots, if matplotlib is there).
 #
 # See usage below.
 set -euo pipefail
@@ -19,15 +20,22 @@ usage: scripts/gpu_check.sh [OPTION...]
   --name NAME          the results' name: docs/results/NAME.md and .json (default: h200)
   --logs DIR           where the logs go (default: build-gpu/logs)
   --skip-tests  --skip-bench  --skip-peers  --skip-traffic  --skip-mutants
+  --skip-backward      no backward benchmarks (bench_all --pass backward) and no backward
+                       peers (peers.py --pass backward); with --skip-bench or --skip-peers
+                       the backward's part goes too
+  --skip-forward       the same for the forward pass: with --skip-tests and the other
+                       --skip options, the backward's benchmarks alone, merged into the
+                       results beside the forward's already there
   --skip-ceilings      (bin/ceilings: docs/results/NAME-ceilings.json)
   --skip-large-tour    (the tour at N = 16384 and 65536: docs/results/NAME-tour-large.txt)
   --bench-args "..."   more options for bench_all;  --peer-args "...": for scripts/peers.py
+                       (both passes)
 Builds in build-gpu/ (FA_BUILD_DIR=dir picks another). Exit status 2 on a usage error.
 USAGE
 }
 
 orig_args="$*"
-mutants=1 dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 ceilings=1 large_tour=1 bench=1 peers=1 traffic=1 bench_args="" peer_args=""
+mutants=1 dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 ceilings=1 large_tour=1 bench=1 peers=1 forward=1 backward=1 traffic=1 bench_args="" peer_args=""
 # value OPTION ARGS...: the value following OPTION, or a usage error when there is none.
 value() { [ $# -ge 2 ] || fa_usage_error "option $1 needs a value"; printf '%s' "$2"; }
 while [ $# -gt 0 ]; do
@@ -39,6 +47,8 @@ while [ $# -gt 0 ]; do
     --skip-tests) tests=0 ;;
     --skip-bench) bench=0 ;;
     --skip-peers) peers=0 ;;
+    --skip-backward) backward=0 ;;
+    --skip-forward) forward=0 ;;
     --skip-traffic) traffic=0 ;;
     --skip-mutants) mutants=0 ;;
     --skip-ceilings) ceilings=0 ;;
@@ -56,8 +66,9 @@ done
 [ -n "${dtypes//,/}" ] || fa_usage_error "--dtypes ('$dtypes') names no dtype"
 build=${FA_BUILD_DIR:-build-gpu}
 mkdir -p "$logs" docs/results
-# The results step reads every bench-*.json and peers.json in $logs: only this run's may be there.
-rm -f "$logs"/bench-*.json "$logs"/peers.json
+# The results step reads every bench-*.json (bench-backward-*.json included), peers.json and
+# peers-backward.json in $logs: only this run's may be there.
+rm -f "$logs"/bench-*.json "$logs"/peers.json "$logs"/peers-backward.json
 py=python3
 step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
@@ -138,13 +149,32 @@ if [ "$ceilings" = 1 ]; then
   FA_BUILD_DIR="$build" scripts/ceilings.sh --name "$name" 2>&1 | tee "$logs/ceilings.log" || status=1
 fi
 
-if [ "$bench" = 1 ]; then
+ns="512,1024,2048,4096,8192,16384"; [ "$quick" = 1 ] && ns="1024,4096"
+if [ "$bench" = 1 ] && [ "$forward" = 1 ]; then
   step "benchmarks (ours and the cuBLAS baseline)"
-  ns="512,1024,2048,4096,8192,16384"; [ "$quick" = 1 ] && ns="1024,4096"
   for dt in ${dtypes//,/ }; do
     # shellcheck disable=SC2086
     "$build/bin/bench_all" --ns "$ns" --dtype "$dt" $bench_args \
         --benchmark_out="$logs/bench-$dt.json" --benchmark_out_format=json 2>&1 | tee "$logs/bench-$dt.log"
+  done
+fi
+if [ "$bench" = 1 ] && [ "$backward" = 1 ]; then
+  step "backward benchmarks (every step with a backward pass; O and L from a forward step)"
+  for dt in ${dtypes//,/ }; do
+    set +e
+    # shellcheck disable=SC2086
+    "$build/bin/bench_all" --pass backward --ns "$ns" --dtype "$dt" $bench_args \
+        --benchmark_out="$logs/bench-backward-$dt.json" --benchmark_out_format=json 2>&1 | tee "$logs/bench-backward-$dt.log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    # Status 2 is a refusal before anything ran: no backward step takes $dt (step 10 is fp32
+    # only), said in the log; that is no failure. Any other non-zero status is.
+    if [ "$rc" = 2 ]; then
+      echo "note: no backward benchmark in $dt: $(grep '^error:' "$logs/bench-backward-$dt.log" | head -1)"
+      rm -f "$logs/bench-backward-$dt.json"
+    elif [ "$rc" != 0 ]; then
+      echo "FAIL: bench_all --pass backward --dtype $dt exited with status $rc"; status=1
+    fi
   done
 fi
 if [ "$traffic" = 1 ]; then
@@ -153,17 +183,24 @@ if [ "$traffic" = 1 ]; then
       --meta "$gpu, driver $driver, $(date -u +%Y-%m-%d), commit $commit, scripts/gpu_check.sh" --out-md "docs/results/$name-traffic.md" \
       --out-json "docs/results/$name-traffic.json" 2>&1 | tee "$logs/traffic.log" || status=1
 fi
-if [ "$peers" = 1 ]; then
+if [ "$peers" = 1 ] && [ "$forward" = 1 ]; then
   step "peers: PyTorch SDPA backends, same shapes"
   q=""; [ "$quick" = 1 ] && q="--quick"
   # shellcheck disable=SC2086
   PYTHONUNBUFFERED=1 $py scripts/peers.py $q --dtypes "$dtypes" $peer_args --out "$logs/peers.json" 2>&1 | tee "$logs/peers.log"
+fi
+if [ "$peers" = 1 ] && [ "$backward" = 1 ]; then
+  step "peers: the backward of PyTorch's SDPA backends and of torch_naive, same shapes"
+  q=""; [ "$quick" = 1 ] && q="--quick"
+  # shellcheck disable=SC2086
+  PYTHONUNBUFFERED=1 $py scripts/peers.py --pass backward $q --dtypes "$dtypes" $peer_args --out "$logs/peers-backward.json" 2>&1 | tee "$logs/peers-backward.log"
 fi
 
 step "results"
 args=()
 for f in "$logs"/bench-*.json; do [ -f "$f" ] && args+=(--bench "$f"); done
 [ -f "$logs/peers.json" ] && args+=(--peers "$logs/peers.json")
+[ -f "$logs/peers-backward.json" ] && args+=(--peers "$logs/peers-backward.json")
 if [ ${#args[@]} -gt 0 ]; then
   $py scripts/make_results.py "${args[@]}" --merge --gpu "$gpu" --driver "$driver" \
       --commit "$commit" --date "$(date -u +%Y-%m-%d)" \

@@ -5,18 +5,24 @@ Inputs
   --bench  JSON written by our benchmark (--benchmark_format=json or --benchmark_out). Each
            entry's name encodes the record, impl/dtype/d/causal/B/Hq/Hkv/Nq/Nkv/layout, e.g.
            04_flash_attention/fp32/d64/causal1/B8/Hq32/Hkv32/Nq2048/Nkv2048/bnhd/manual_time;
-           the counters median_ms, tflops, extra_device_bytes, nxn_bytes sit at top level.
-  --peers  JSON written by scripts/peers.py ({"gpu", "torch", "cudnn", "results": [...]}).
+           a backward pass (bench_all --pass backward) has its pass after the impl,
+           10_backward/backward/fp32/d64/…; the counters median_ms, tflops,
+           extra_device_bytes, nxn_bytes sit at top level.
+  --peers  JSON written by scripts/peers.py ({"gpu", "torch", "cudnn", "results": [...]});
+           its records say their pass ("pass": "forward" or "backward").
 
 Outputs
   --out-json  {"gpu", "driver", "date", "commit", "command", "results": [records]}; a record
-              is {impl, dtype, d, causal, batch, heads_q, heads_kv, n_q, n_kv, layout,
-              median_ms, tflops, extra_device_bytes[, nxn_bytes]}.
+              is {[pass,] impl, dtype, d, causal, batch, heads_q, heads_kv, n_q, n_kv, layout,
+              median_ms, tflops, extra_device_bytes[, nxn_bytes]}, where "pass": "backward"
+              marks a backward pass and a record without "pass" is a forward pass (so files
+              written before the backward was measured read as they did).
   --out-md    a header, then per (dtype, d, causal) a TFLOP/s table and an extra-device-memory
               table (rows: implementations, columns: N), then ratios of each of our steps
-              against the peers at each N measured by both.
+              against the peers at each N measured by both; then the same for the backward
+              passes, if any (ratios against --backward-ratio-peers).
 
-With --merge, records already in --out-json whose key (impl, dtype, d, causal, batch,
+With --merge, records already in --out-json whose key (pass, impl, dtype, d, causal, batch,
 heads_q, heads_kv, n_q, n_kv, layout) is not measured again are kept, except those of a step
 measured now under another number or name (NN_slug renamed or renumbered): they are dropped.
 
@@ -47,6 +53,10 @@ DTYPE_ORDER = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
 # composite last.
 PEER_ORDER = ["torch_cudnn", "torch_flash", "torch_efficient", "torch_math", "torch_naive"]
 DEFAULT_RATIO_PEERS = "torch_efficient,torch_flash,torch_naive,cublas_baseline"
+# The backward: FlashAttention-2's backward first; the memory-efficient kernel also runs fp32.
+DEFAULT_BACKWARD_RATIO_PEERS = "torch_flash,torch_efficient"
+# A record's pass; one without a "pass" field is a forward pass.
+PASSES = ("forward", "backward")
 NAME_FIELDS = [  # (position in the benchmark name, record field, prefix, type)
     (1, "dtype", "", str), (2, "d", "d", int), (3, "causal", "causal", int),
     (4, "batch", "B", int), (5, "heads_q", "Hq", int), (6, "heads_kv", "Hkv", int),
@@ -67,15 +77,27 @@ def to_bool(value):
     return bool(value)
 
 
+def pass_of(r):
+    """"forward" or "backward": the pass a record measured (absent: forward)."""
+    return r.get("pass", "forward")
+
+
 def attention_flops(r):
-    """Forward FLOPs of a record (scripts/fa_perf.py, docs/conventions.md)."""
-    return fa_perf.attention_flops(r["batch"], r["heads_q"], r["n_q"], r["n_kv"], r["d"],
-                                   r["causal"])
+    """FLOPs of a record's pass (scripts/fa_perf.py, docs/conventions.md)."""
+    f = (fa_perf.attention_backward_flops if pass_of(r) == "backward"
+         else fa_perf.attention_flops)
+    return f(r["batch"], r["heads_q"], r["n_q"], r["n_kv"], r["d"], r["causal"])
 
 
 def normalize(rec):
-    """Types made uniform (ints, bool causal, lower-case strings); only the known fields."""
+    """Types made uniform (ints, bool causal, lower-case strings); only the known fields.
+    "pass" is kept for a backward record only: a record without it is a forward pass."""
     r = {}
+    kind = str(rec.get("pass", "forward")).lower()
+    if kind not in PASSES:
+        raise ValueError(f"pass {rec.get('pass')!r} is not one of {', '.join(PASSES)}")
+    if kind != "forward":
+        r["pass"] = kind
     for f in KEY_FIELDS:
         if f == "impl":
             r[f] = str(rec[f])
@@ -100,15 +122,19 @@ def normalize(rec):
 
 
 def key_of(r):
-    return tuple(r[f] for f in KEY_FIELDS)
+    return (pass_of(r),) + tuple(r[f] for f in KEY_FIELDS)
 
 
 def parse_bench_name(name):
-    """'04_flash_attention/fp32/d64/causal1/B8/...' -> dict of key fields, or None."""
+    """'04_flash_attention/fp32/d64/causal1/B8/...' -> dict of key fields, or None; with the
+    pass after the impl ('10_backward/backward/fp32/…') the dict has it."""
     parts = name.split("/")
+    kind = parts.pop(1) if len(parts) > 1 and parts[1] in PASSES else None
     if len(parts) < 10:
         return None
     rec = {"impl": parts[0]}
+    if kind:
+        rec["pass"] = kind
     for pos, field, prefix, kind in NAME_FIELDS:
         text = parts[pos]
         if prefix:
@@ -137,7 +163,8 @@ def load_bench(path):
             continue
         rec = parse_bench_name(b.get("name", "")) or parse_bench_name(name)
         if rec is None:
-            log(f"  note: {name}: name is not impl/dtype/d/causal/B/Hq/Hkv/Nq/Nkv/layout; ignored")
+            log(f"  note: {name}: name is not impl[/pass]/dtype/d/causal/B/Hq/Hkv/Nq/Nkv/layout; "
+                "ignored")
             skipped += 1
             continue
         median_ms = b.get("median_ms")
@@ -159,7 +186,13 @@ def load_bench(path):
 def load_peers(path):
     with open(path) as f:
         doc = json.load(f)
-    found = [normalize(r) for r in doc.get("results", [])]
+    found = []
+    for i, r in enumerate(doc.get("results", [])):
+        try:
+            found.append(normalize(r))
+        except (KeyError, TypeError, ValueError) as e:
+            sys.exit(f"make_results.py: error: {path}: result {i}: "
+                     + (f"no field {e}" if isinstance(e, KeyError) else str(e)))
     log(f"peers {path}: {len(found)} records ({doc.get('gpu', '?')}, torch "
         f"{doc.get('torch', '?')}, cuDNN {doc.get('cudnn', '?')})"
         + (f", {len(doc['skipped'])} skipped by peers.py" if doc.get("skipped") else ""))
@@ -175,7 +208,8 @@ def dedupe(records):
     for key, group in by_key.items():
         if len(group) > 1:
             group = sorted(group, key=lambda r: r["median_ms"])
-            log(f"  note: {'/'.join(map(str, key))}: {len(group)} runs, keeping the median one")
+            log(f"  note: {'/'.join(map(str, key[1:]))} ({key[0]}): {len(group)} runs, keeping "
+                "the median one")
         out.append(group[(len(group) - 1) // 2])
     return out
 
@@ -208,7 +242,9 @@ def group_sort_key(g):
 
 
 def sort_records(records):
-    return sorted(records, key=lambda r: (group_sort_key(group_key(r)), impl_rank(r["impl"]),
+    """The forward's records first, then the backward's; each by group, impl and shape."""
+    return sorted(records, key=lambda r: (PASSES.index(pass_of(r)),
+                                          group_sort_key(group_key(r)), impl_rank(r["impl"]),
                                           r["layout"], r["heads_q"], r["heads_kv"],
                                           r["n_q"], r["n_kv"], r["batch"]))
 
@@ -301,36 +337,19 @@ def find_peer(records_by_shape, r, peer):
     return (same or candidates)[0]
 
 
-def make_markdown(doc, ratio_peers):
-    records = doc["results"]
-    out = [f"# Forward attention on {doc['gpu']}", ""]
-    out.append(f"- GPU: {doc['gpu']}")
-    out.append(f"- Driver: {doc['driver']}")
-    if doc.get("peers_software"):
-        sw = doc["peers_software"]
-        out.append(f"- Peers: PyTorch {sw.get('torch', '?')}, cuDNN {sw.get('cudnn', '?')}"
-                   + (f", CUDA {sw['cuda']}" if sw.get("cuda") else ""))
-    out.append(f"- Date: {doc['date']}")
-    out.append(f"- Commit: {code(doc['commit'])}")
-    out.append(f"- Command: {code(doc['command'])}" if doc["command"] else "- Command: –")
-    out += ["",
-            "TFLOP/s counts forward FLOPs as 4·B·H·N²·d, halved when causal "
-            "([conventions](../conventions.md)); the time is the median of CUDA-event "
-            "timings. Peers (`torch_*`) are PyTorch's "
-            "`scaled_dot_product_attention` with one backend forced, and `torch_naive` is "
-            "matmul → softmax → matmul, measured in the same run. Extra device memory is what "
-            "a call allocates beyond its inputs (output included). – means not measured or "
-            "not supported.", ""]
-    if not records:
-        out += ["No results.", ""]
-        return "\n".join(out)
+def of_pass(records, kind):
+    """The records of one pass ("forward" or "backward"), in their order."""
+    return [r for r in records if pass_of(r) == kind]
 
-    groups = group_records(records)
-    for g, recs in groups.items():
+
+def group_tables(records, title_prefix=""):
+    """Per (dtype, d, causal): a TFLOP/s table and an extra-device-memory table."""
+    out = []
+    for g, recs in group_records(records).items():
         ns = sorted({r["n_q"] for r in recs})
         rows = rows_of(recs)
         note = constant_shape_note(recs)
-        out.append(f"## {group_title(g)}" + (f" ({note})" if note else ""))
+        out.append(f"## {title_prefix}{group_title(g)}" + (f" ({note})" if note else ""))
         out.append("")
         out.append("TFLOP/s:")
         out.append("")
@@ -345,15 +364,19 @@ def make_markdown(doc, ratio_peers):
                                          if n in cells else "–" for n in ns]
                       for label, layout, cells in rows])
         out.append("")
+    return out
 
-    # Ratios: ours / peer in TFLOP/s at equal shapes (> 1 means our step is faster).
+
+def ratio_tables(records, ratio_peers):
+    """Ours / peer in TFLOP/s at equal shapes (> 1 means our step is faster), one table per
+    (dtype, d, causal) that has one of our steps and a peer at some N."""
     by_shape = {}
     for r in records:
         shape = (r["dtype"], r["d"], r["causal"], r["batch"], r["heads_q"], r["heads_kv"],
                  r["n_q"], r["n_kv"])
         by_shape.setdefault(shape, []).append(r)
     ratio_lines = []
-    for g, recs in groups.items():
+    for g, recs in group_records(records).items():
         ours = [r for r in recs if is_ours(r["impl"])]
         if not ours:
             continue
@@ -379,15 +402,68 @@ def make_markdown(doc, ratio_peers):
             ratio_lines += [f"### {group_title(g)}", ""]
             ratio_lines += table(["ours / peer"] + [fmt_n(n) for n in ns], body)
             ratio_lines.append("")
+    return ratio_lines
+
+
+def make_markdown(doc, ratio_peers, backward_ratio_peers=None):
+    records = of_pass(doc["results"], "forward")
+    backward = of_pass(doc["results"], "backward")
+    out = [f"# Forward attention on {doc['gpu']}", ""]
+    out.append(f"- GPU: {doc['gpu']}")
+    out.append(f"- Driver: {doc['driver']}")
+    if doc.get("peers_software"):
+        sw = doc["peers_software"]
+        out.append(f"- Peers: PyTorch {sw.get('torch', '?')}, cuDNN {sw.get('cudnn', '?')}"
+                   + (f", CUDA {sw['cuda']}" if sw.get("cuda") else ""))
+    out.append(f"- Date: {doc['date']}")
+    out.append(f"- Commit: {code(doc['commit'])}")
+    out.append(f"- Command: {code(doc['command'])}" if doc["command"] else "- Command: –")
+    out += ["",
+            "TFLOP/s counts forward FLOPs as 4·B·H·N²·d, halved when causal "
+            "([conventions](../conventions.md)); the time is the median of CUDA-event "
+            "timings. Peers (`torch_*`) are PyTorch's "
+            "`scaled_dot_product_attention` with one backend forced, and `torch_naive` is "
+            "matmul → softmax → matmul, measured in the same run. Extra device memory is what "
+            "a call allocates beyond its inputs (output included). – means not measured or "
+            "not supported.", ""]
+    if not records and not backward:
+        out += ["No results.", ""]
+        return "\n".join(out)
+
+    out += group_tables(records)
+    ratio_lines = ratio_tables(records, ratio_peers)
     if ratio_lines:
         out += ["## Ratios", "",
                 "Our TFLOP/s divided by the peer's at the same shape, measured in the same run "
                 "(above 1× means our step is faster).", ""]
         out += ratio_lines
+    if backward:
+        out += [f"# Backward attention on {doc['gpu']}", "",
+                "The backward pass alone: dQ, dK and dV from Q, K, V, O, L and dO. TFLOP/s "
+                "counts 2.5 × the forward's FLOPs, 10·B·H·N²·d, halved when causal "
+                "([conventions](../conventions.md), Backward); the time is the median of "
+                "CUDA-event timings of the backward alone: O and L are made untimed (ours by a "
+                "forward step, `bench_all --pass backward`; the peers' by one forward per "
+                "measurement, whose saved graph each timed `torch.autograd.grad` call reuses, "
+                "`peers.py --pass backward`). Extra device memory is what a backward call "
+                "allocates beyond Q, K, V, O, L and dO, dQ, dK and dV included. – means not "
+                "measured or not supported.", ""]
+        out += group_tables(backward, "Backward: ")
+        lines = ratio_tables(backward, backward_ratio_peers or [])
+        if lines:
+            out += ["## Backward ratios", "",
+                    "Our backward TFLOP/s divided by the peer's backward at the same shape, "
+                    "measured in the same run (above 1× means our step is faster).", ""]
+            out += lines
     return "\n".join(out).rstrip() + "\n"
 
 
 # ---------------------------------------------------------------------------------- main
+
+def names(text):
+    """'a, b,' -> ['a', 'b']."""
+    return [x.strip() for x in text.split(",") if x.strip()]
+
 
 def git_commit():
     try:
@@ -427,6 +503,9 @@ def parse_args(argv=None):
     p.add_argument("--ratio-peers", default=DEFAULT_RATIO_PEERS,
                    help="comma-separated implementations our steps are compared with "
                         f"(default: {DEFAULT_RATIO_PEERS})")
+    p.add_argument("--backward-ratio-peers", default=DEFAULT_BACKWARD_RATIO_PEERS,
+                   help="the same for the backward passes "
+                        f"(default: {DEFAULT_BACKWARD_RATIO_PEERS})")
     args = p.parse_args(argv)
     if not args.bench and not args.peers and not args.merge:
         p.error("nothing to do: give --bench and/or --peers (or --merge to re-render)")
@@ -515,9 +594,11 @@ def main(argv=None):
 
     write_text(args.out_json, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     log(f"wrote {args.out_json}: {len(doc['results'])} records")
-    md = make_markdown(doc, [x.strip() for x in args.ratio_peers.split(",") if x.strip()])
+    md = make_markdown(doc, names(args.ratio_peers), names(args.backward_ratio_peers))
     write_text(args.out_md, md)
-    log(f"wrote {args.out_md}: {len(group_records(doc['results']))} groups")
+    groups = {kind: len(group_records(of_pass(doc["results"], kind))) for kind in PASSES}
+    log(f"wrote {args.out_md}: {groups['forward']} groups"
+        + (f", {groups['backward']} backward groups" if groups["backward"] else ""))
     return 0
 
 

@@ -21,6 +21,13 @@ batch × N = 16384, inputs torch.randn contiguous [B, H, N, d] ("bhnd"). FLOPs a
 by one with CUDA events; the median is recorded. Extra device memory is the peak allocated
 during one call minus what was allocated before it (inputs excluded, the output included).
 
+--pass backward times the backward instead: Q, K, V (requiring gradients) and dO random, the
+forward run once per measurement, untimed, and each timed call torch.autograd.grad(O, (Q, K,
+V), dO, retain_graph=True) on that saved graph: dQ, dK and dV, the backward kernels alone.
+FLOPs are 2.5 × the forward's. Extra device memory is the peak during one backward call minus
+what was allocated before it (the forward's output and saved tensors counted as inputs; dQ,
+dK, dV and every intermediate of the backward included). Records carry "pass": "backward".
+
 A backend that does not support a configuration is skipped with a one-line note; so is a
 configuration that runs out of memory. The JSON file is rewritten after every measurement,
 so a run that is stopped (or hits --max-seconds) still leaves what it measured.
@@ -28,6 +35,7 @@ so a run that is stopped (or hits --max-seconds) still leaves what it measured.
 Examples:
   python3 scripts/peers.py --out out/peers.json
   python3 scripts/peers.py --quick --dtypes bf16 --dims 128 --out out/peers_quick.json
+  python3 scripts/peers.py --pass backward --out out/peers-backward.json
 """
 
 import argparse
@@ -44,7 +52,7 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fa_perf  # noqa: E402  (the byte formatter)
-from fa_perf import attention_flops  # noqa: E402  (the FLOP formula, shared with C++)
+from fa_perf import attention_backward_flops, attention_flops  # noqa: E402  (shared with C++)
 
 # name -> SDPBackend attribute; "torch_naive" is our own composite, not an SDPA backend.
 IMPLS = [
@@ -96,6 +104,9 @@ def parse_args(argv=None):
     p.add_argument("--impls", type=name_list([n for n, _ in IMPLS]),
                    default=",".join(n for n, _ in IMPLS),
                    help="which implementations to run, comma-separated")
+    p.add_argument("--pass", dest="pass_", choices=("forward", "backward"), default="forward",
+                   help="the pass to time: the forward, or the backward alone (dQ, dK, dV "
+                        "from a forward run once, untimed, per measurement)")
     p.add_argument("--reps", type=int, default=20, help="timed runs per measurement")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs per measurement")
     p.add_argument("--queue-ahead-cycles", type=int, default=1_000_000,
@@ -192,13 +203,15 @@ def main(argv=None):
         "cuda": torch.version.cuda,
         "tf32_matmul": tf32,
         "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+        "pass": args.pass_,
         "results": [],
         "skipped": [],
     }
     log(f"peers: {doc['gpu']}, torch {doc['torch']}, cuDNN {cudnn_version}, "
         f"CUDA {doc['cuda']}, TF32 matmul {({True: 'on', False: 'off'}).get(tf32, '?')}")
-    log(f"peers: dtypes {args.dtypes}, d {args.dims}, N {args.ns}, causal {args.causal}, "
-        f"impls {args.impls}, {args.warmup} warm-up + {args.reps} timed runs each")
+    log(f"peers: {args.pass_} pass, dtypes {args.dtypes}, d {args.dims}, N {args.ns}, "
+        f"causal {args.causal}, impls {args.impls}, {args.warmup} warm-up + {args.reps} timed "
+        "runs each")
     write_json(args.out, doc)
 
     def naive(q, k, v, causal, mask):
@@ -211,16 +224,28 @@ def main(argv=None):
         del s
         return torch.matmul(p, v)
 
-    def make_call(impl, q, k, v, causal, mask):
-        """(context, call): the backend is forced once around the whole measurement, so the
-        timed calls carry no context-manager overhead."""
+    def make_call(impl, q, k, v, causal, mask, d_o):
+        """(context, prepare): the backend is forced once around the whole measurement, so the
+        timed calls carry no context-manager overhead; prepare(), called in that context,
+        returns the call to time. For the forward that is the forward itself; for the
+        backward (d_o given) prepare runs the forward once, untimed, and the call is the
+        backward on its saved graph, kept (retain_graph) for the next call."""
         backend_name = dict(IMPLS)[impl]
         if backend_name is None:
-            return contextlib.nullcontext(), lambda: naive(q, k, v, causal, mask)
-        if sdpa_kernel is None or not hasattr(SDPBackend, backend_name):
+            forward = lambda: naive(q, k, v, causal, mask)  # noqa: E731
+            context = contextlib.nullcontext()
+        elif sdpa_kernel is None or not hasattr(SDPBackend, backend_name):
             raise RuntimeError(f"SDPBackend.{backend_name} is not in this PyTorch")
-        return (sdpa_kernel(getattr(SDPBackend, backend_name)),
-                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        else:
+            forward = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa
+            context = sdpa_kernel(getattr(SDPBackend, backend_name))
+        if d_o is None:
+            return context, lambda: forward
+
+        def prepare_backward():
+            out = forward()
+            return lambda: torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True)
+        return context, prepare_backward
 
     def first_line(text):
         text = str(text).strip()
@@ -228,15 +253,16 @@ def main(argv=None):
         # PyTorch's C++ warnings end with "(Triggered internally at <file>:<line>.)".
         return re.sub(r"\s*\(Triggered internally at .*$", "", text).strip() or "(no message)"
 
-    def measure(context, call):
-        """Returns (median_ms, extra_bytes, reps). Raises what the call raises."""
+    def measure(context, prepare):
+        """Returns (median_ms, extra_bytes, reps). Raises what prepare() or the call raises."""
         with context:
-            return measure_in_context(call)
+            return measure_in_context(prepare)
 
-    def measure_in_context(call):
+    def measure_in_context(prepare):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
+                call = prepare()  # the backward's forward, untimed
                 out = call()  # first run: support check (and the first warm-up)
                 torch.cuda.synchronize()
             except RuntimeError as e:
@@ -254,7 +280,8 @@ def main(argv=None):
                 call()
             torch.cuda.synchronize()
 
-            # Extra device memory of one call: inputs were allocated before `before`.
+            # Extra device memory of one call: inputs (and for the backward the forward's
+            # output and saved tensors) were allocated before `before`.
             gc.collect()
             before = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
@@ -290,6 +317,7 @@ def main(argv=None):
         torch.cuda.empty_cache()
 
     torch.manual_seed(args.seed)
+    backward = args.pass_ == "backward"
     stopped = False
     for dtype_name in args.dtypes:
         dtype = dtypes[dtype_name]
@@ -302,16 +330,19 @@ def main(argv=None):
                     batch = max(args.tokens // n, 1)
                     shape = (f"{dtype_name} d={d} {'causal' if causal else 'full'} "
                              f"B={batch} H={heads} N={n}")
-                    base = {"dtype": dtype_name, "d": d, "causal": causal, "batch": batch,
-                            "heads_q": heads, "heads_kv": heads, "n_q": n, "n_kv": n,
-                            "layout": "bhnd"}
+                    base = {"pass": args.pass_, "dtype": dtype_name, "d": d, "causal": causal,
+                            "batch": batch, "heads_q": heads, "heads_kv": heads, "n_q": n,
+                            "n_kv": n, "layout": "bhnd"}
                     try:
-                        q, k, v = (torch.randn(batch, heads, n, d, device=device, dtype=dtype)
+                        q, k, v = (torch.randn(batch, heads, n, d, device=device, dtype=dtype,
+                                               requires_grad=backward)
                                    for _ in range(3))
+                        d_o = (torch.randn(batch, heads, n, d, device=device, dtype=dtype)
+                               if backward else None)
                         mask = (torch.ones(n, n, device=device, dtype=torch.bool).triu_(1)
                                 if causal and "torch_naive" in args.impls else None)
                     except torch.cuda.OutOfMemoryError:
-                        q = k = v = mask = None
+                        q = k = v = d_o = mask = None
                         release()
                         log(f"skip  {shape}: out of memory allocating the inputs")
                         for impl in args.impls:
@@ -319,7 +350,8 @@ def main(argv=None):
                                                        reason="out of memory (inputs)"))
                         write_json(args.out, doc)
                         continue
-                    flops = attention_flops(batch, heads, n, n, d, causal)
+                    flops = (attention_backward_flops if backward else attention_flops)(
+                        batch, heads, n, n, d, causal)
                     for impl in args.impls:
                         if deadline.passed():
                             log(f"stop: --max-seconds {args.max_seconds:g} passed "
@@ -327,7 +359,8 @@ def main(argv=None):
                             stopped = True
                             break
                         try:
-                            ms, extra, reps = measure(*make_call(impl, q, k, v, causal, mask))
+                            ms, extra, reps = measure(*make_call(impl, q, k, v, causal, mask,
+                                                                 d_o))
                         except torch.cuda.OutOfMemoryError:
                             release()
                             log(f"skip  {impl:16s} {shape}: out of memory")
@@ -351,7 +384,7 @@ def main(argv=None):
                         note = "" if reps == args.reps else f" ({reps} reps, deadline)"
                         log(f"{impl:16s} {shape}: {ms:9.3f} ms {tflops:7.1f} TFLOP/s "
                             f"extra {human_bytes(extra)}{note}  [{deadline.elapsed():.0f} s]")
-                    del q, k, v, mask
+                    del q, k, v, d_o, mask
                     release()
 
     write_json(args.out, doc)

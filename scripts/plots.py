@@ -8,6 +8,16 @@ Writes, into --outdir:
                                                     per implementation, for one (dtype, d)
                                                     group (--memory-dtype/--memory-d), with one
                                                     fp32 N×N matrix as a dashed reference
+and, when the results hold backward passes (records with "pass": "backward"):
+  <prefix>backward_tflops_<dtype>_d<d>_<causal|full>.png
+                                                    the same for the backward, TFLOP/s at
+                                                    2.5 × the forward's FLOPs
+  <prefix>backward_memory.png                       the backward's extra device bytes vs N of
+                                                    our backward steps (O(N): dQ, dK, dV and
+                                                    a workspace of O(N·d)) and torch_naive's
+                                                    autograd (O(N²)), for one group: the
+                                                    --memory-d/--memory-causal one among those
+                                                    holding both, if any
 
 Our steps are drawn solid with circles, cublas_baseline dash-dotted, the torch peers dashed.
 Needs matplotlib; without it the script says so and exits 0.
@@ -23,7 +33,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_results import (group_records, group_sort_key, impl_rank, is_ours,  # noqa: E402
-                          normalize, rows_of)
+                          normalize, of_pass, rows_of)
 
 
 def log(msg):
@@ -79,7 +89,7 @@ def title_of(g, records):
     return f"{dtype}, d = {d}, {'causal' if causal else 'non-causal'}{shape}"
 
 
-def plot_tflops(plt, g, records, path, gpu, dpi):
+def plot_tflops(plt, g, records, path, gpu, dpi, backward=False):
     fig, ax = plt.subplots(figsize=(8, 5))
     ns = sorted({r["n_q"] for r in records})
     layouts = {r["layout"] for r in records}
@@ -90,10 +100,11 @@ def plot_tflops(plt, g, records, path, gpu, dpi):
         ys = [cells[n]["tflops"] for n in xs]
         ax.plot(xs, ys, label=label, **style(label.split(" ")[0], i))
     set_n_axis(ax, ns, 2)
-    ax.set_ylabel("TFLOP/s (forward, 4·B·H·N²·d" + (" / 2)" if g[2] else ")"))
+    ax.set_ylabel(("TFLOP/s (backward, 10·B·H·N²·d" if backward else
+                   "TFLOP/s (forward, 4·B·H·N²·d") + (" / 2)" if g[2] else ")"))
     ax.set_ylim(bottom=0)
     ax.grid(True, which="major", alpha=0.3)
-    ax.set_title(f"{gpu}: {title_of(g, records)}", fontsize=10)
+    ax.set_title(f"{gpu}: {'backward, ' if backward else ''}{title_of(g, records)}", fontsize=10)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
@@ -115,7 +126,23 @@ def pick_memory_group(groups, dtype, d, causal):
     return g
 
 
-def plot_memory(plt, g, records, path, gpu, dpi):
+def pick_backward_memory_group(groups, d, causal):
+    """The backward group whose memory to plot: one where both one of our steps and
+    torch_naive have extra_device_bytes, preferring head dim d, then the causal setting,
+    then the most points; without such a group, the one of our steps with most points;
+    None when no step of ours has any."""
+    def has(recs, want):
+        return any(want(r["impl"]) and r.get("extra_device_bytes") for r in recs)
+    usable = [g for g, recs in groups.items() if has(recs, is_ours)]
+    if not usable:
+        return None
+    return max(usable, key=lambda g: (has(groups[g], lambda i: i == "torch_naive"), g[1] == d,
+                                      g[2] == causal, len(groups[g]),
+                                      [-x if isinstance(x, int) else 0
+                                       for x in group_sort_key(g)]))
+
+
+def plot_memory(plt, g, records, path, gpu, dpi, backward=False):
     fig, ax = plt.subplots(figsize=(8, 5))
     ns = sorted({r["n_q"] for r in records})
     drawn = 0
@@ -141,14 +168,46 @@ def plot_memory(plt, g, records, path, gpu, dpi):
     set_n_axis(ax, ns, 2)
     ax.set_yscale("log", base=2)
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: human(v)))
-    ax.set_ylabel("extra device memory (bytes beyond Q, K, V)")
+    ax.set_ylabel("extra device memory (bytes beyond Q, K, V, O, L, dO)" if backward
+                  else "extra device memory (bytes beyond Q, K, V)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.set_title(f"{gpu}: {title_of(g, records)}", fontsize=10)
+    ax.set_title(f"{gpu}: {'backward, ' if backward else ''}{title_of(g, records)}",
+                 fontsize=10)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return drawn
+
+
+def plot_backward(plt, args, records, gpu):
+    """The backward's plots (TFLOP/s per group, the memory of ours against torch_naive's);
+    returns how many were written."""
+    if not records:
+        return 0
+    written = 0
+    groups = group_records(records)
+    for g, recs in groups.items():
+        dtype, d, causal = g
+        name = f"{args.prefix}backward_tflops_{dtype}_d{d}_{'causal' if causal else 'full'}.png"
+        path = os.path.join(args.outdir, name)
+        plot_tflops(plt, g, recs, path, gpu, args.dpi, backward=True)
+        written += 1
+        log(f"wrote {path} ({len({r['impl'] for r in recs})} implementations, "
+            f"{len(recs)} points)")
+    g = pick_backward_memory_group(groups, args.memory_d, args.memory_causal == "on")
+    if g is None:
+        log("note: no backward extra_device_bytes of our steps; backward memory plot skipped")
+        return written
+    shown = [r for r in groups[g] if is_ours(r["impl"]) or r["impl"] == "torch_naive"]
+    if not any(r["impl"] == "torch_naive" for r in shown):
+        log(f"note: no torch_naive backward in {g[0]} d={g[1]}; the backward memory plot "
+            "shows our steps alone")
+    path = os.path.join(args.outdir, f"{args.prefix}backward_memory.png")
+    drawn = plot_memory(plt, g, shown, path, gpu, args.dpi, backward=True)
+    log(f"wrote {path} ({g[0]} d={g[1]} {'causal' if g[2] else 'non-causal'}, "
+        f"{drawn} implementations)")
+    return written + 1
 
 
 def human(v):
@@ -182,6 +241,8 @@ def main(argv=None):
         log(f"plots.py: {args.results} holds no results; nothing to plot")
         return 0
     os.makedirs(args.outdir, exist_ok=True)
+    backward = of_pass(records, "backward")
+    records = of_pass(records, "forward")
 
     groups = group_records(records)
     written = 0
@@ -205,6 +266,7 @@ def main(argv=None):
         written += 1
         log(f"wrote {path} ({g[0]} d={g[1]} {'causal' if g[2] else 'non-causal'}, "
             f"{drawn} implementations)")
+    written += plot_backward(plt, args, backward, gpu)
     log(f"plots.py: {written} PNG files in {args.outdir}")
     return 0
 

@@ -21,16 +21,18 @@ folder, docs/results/ unless told otherwise):
                                reference seconds), stream_err, stream_rel (streaming model
                                errors), matrix (one N×N fp32 matrix), fewest (fewest bytes),
                                gpu_mem (the GPU's memory), free_mem (its free memory)
-  bench:DTYPE:D:MASK:IMPL:N[:F] h200.json, best TFLOP/s over the layouts of IMPL at
-                               N_q = N_kv = N, head dim D, MASK full or causal; taken at one
-                               decimal, as h200.md and the README table print it;
+  bench:DTYPE:D:MASK:IMPL:N[:F] h200.json, best TFLOP/s over the layouts of IMPL's forward
+                               pass at N_q = N_kv = N, head dim D, MASK full or causal; taken
+                               at one decimal, as h200.md and the README table print it;
                                with :ms the median time of that result, with :extra its
                                extra device memory as h200.md prints it
+  bench:backward:DTYPE:…       the same of IMPL's backward pass (its records carry "pass":
+                               "backward"); bench:forward:DTYPE:… is bench:DTYPE:…
   span:DTYPE:D:MASK:IMPL[/PEER]:NLO-NHI:min|max
                                the least or greatest bench: TFLOP/s of IMPL (or ratio to PEER,
                                PEER@DTYPE for a peer in another dtype) over the lengths
                                NLO…NHI in h200.json; D and MASK may list several, joined by +
-                               (64+128, full+causal)
+                               (64+128, full+causal); span:backward:… over the backward
   tests:WHAT:GROUP             h200-tests.txt: WHAT is count, passed, failed or skipped,
                                GROUP the part of the test names before "/" (cpu,
                                01_naive_attention, …) or all
@@ -232,9 +234,21 @@ def tour_figure(folder, args, cache):
 
 # ------------------------------------------------------------------------ the benchmark
 
+PASSES = ("forward", "backward")
+
+
+def _pass(args):
+    """(pass, the other arguments): a leading forward or backward names the pass (no dtype is
+    called so); without it the forward, as every marker written before the backward meant."""
+    if args and args[0] in PASSES:
+        return args[0], args[1:]
+    return "forward", args
+
+
 def bench_figure(folder, args, cache):
+    kind, args = _pass(args)
     if len(args) not in (5, 6):
-        raise SourceError("expected bench:DTYPE:D:MASK:IMPL:N[:ms|extra]")
+        raise SourceError("expected bench:[backward:]DTYPE:D:MASK:IMPL:N[:ms|extra]")
     dtype, d, mask, impl, n = args[:5]
     field = args[5] if len(args) == 6 else "tflops"
     if (mask not in ("full", "causal") or not d.isdigit() or not n.isdigit()
@@ -249,7 +263,8 @@ def bench_figure(folder, args, cache):
     best = None
     for r in cache["bench"]:
         try:
-            if (str(r["impl"]) == impl and str(r["dtype"]).lower() == dtype
+            if (str(r.get("pass", "forward")) == kind and str(r["impl"]) == impl
+                    and str(r["dtype"]).lower() == dtype
                     and int(r["d"]) == int(d) and bool(r["causal"]) == (mask == "causal")
                     and int(r["n_q"]) == int(n) and int(r["n_kv"]) == int(n)
                     and r.get("tflops") is not None):
@@ -258,7 +273,8 @@ def bench_figure(folder, args, cache):
         except (KeyError, TypeError, ValueError):
             raise SourceError(f"h200.json has a result without the usual fields: {r!r:.120}")
     if best is None:
-        raise SourceError(f"h200.json has no {impl} result for {dtype} d={d} {mask} N={n}")
+        raise SourceError(f"h200.json has no {impl} {kind} result for {dtype} d={d} {mask} "
+                          f"N={n}")
     if field == "ms":
         return float(best["median_ms"])
     if field == "extra":
@@ -270,8 +286,10 @@ def span_figure(folder, args, cache):
     """The least or the greatest, over the lengths N measured from NLO to NHI (and over
     every head dim and mask listed, joined by +), of IMPL's TFLOP/s or of the ratio IMPL/PEER,
     each figure taken at one decimal as bench: takes it."""
+    kind, args = _pass(args)
     if len(args) != 6 or args[5] not in ("min", "max") or "-" not in args[4]:
-        raise SourceError("expected span:DTYPE:D[+D]:MASK[+MASK]:IMPL[/PEER]:NLO-NHI:min|max")
+        raise SourceError("expected span:[backward:]DTYPE:D[+D]:MASK[+MASK]:IMPL[/PEER]:"
+                          "NLO-NHI:min|max")
     dtype, ds, masks, impls, ns, which = args
     lo, _, hi = ns.partition("-")
     if not lo.isdigit() or not hi.isdigit():
@@ -284,16 +302,17 @@ def span_figure(folder, args, cache):
         except ValueError as e:
             raise SourceError(f"h200.json is not JSON: {e}")
     lengths = sorted({int(r["n_q"]) for r in cache["bench"]
-                      if str(r.get("impl")) == impl and int(lo) <= int(r["n_q"]) <= int(hi)})
+                      if str(r.get("impl")) == impl and str(r.get("pass", "forward")) == kind
+                      and int(lo) <= int(r["n_q"]) <= int(hi)})
     if not lengths:
-        raise SourceError(f"h200.json has no {impl} result with {lo} <= N <= {hi}")
+        raise SourceError(f"h200.json has no {impl} {kind} result with {lo} <= N <= {hi}")
     values = []
     for d in ds.split("+"):
         for mask in masks.split("+"):
             for n in lengths:
-                a = bench_figure(folder, [dtype, d, mask, impl, str(n)], cache)
+                a = bench_figure(folder, [kind, dtype, d, mask, impl, str(n)], cache)
                 if peer:
-                    b = bench_figure(folder, [peer_dtype or dtype, d, mask, peer, str(n)],
+                    b = bench_figure(folder, [kind, peer_dtype or dtype, d, mask, peer, str(n)],
                                      cache)
                     values.append(a / b)
                 else:

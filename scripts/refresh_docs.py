@@ -38,7 +38,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from make_results import DTYPE_ORDER, impl_rank, is_ours, normalize  # noqa: E402
+from make_results import DTYPE_ORDER, impl_rank, is_ours, normalize, pass_of  # noqa: E402
 import quoted_figures  # noqa: E402
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
@@ -109,7 +109,8 @@ def results_table(doc, n):
             records.append(normalize(x))
         except (KeyError, TypeError, ValueError):
             continue
-    at_n = [r for r in records if r["n_q"] == n and r["n_kv"] == n]
+    # The forward's table: a backward record (make_results.pass_of) is not a forward figure.
+    at_n = [r for r in records if r["n_q"] == n and r["n_kv"] == n and pass_of(r) == "forward"]
     columns = sorted({column_key(r) for r in at_n},
                      key=lambda k: (DTYPE_ORDER.get(k[0], 9), k[0], k[1], k[2]))
     best = {}

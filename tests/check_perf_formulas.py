@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check that the Python FLOP and byte formulas (scripts/fa_perf.py) agree with C++'s
 (common/perf.h) on every problem bin/perf_formulas lists: causal and not, N_q ≠ N_kv, GQA,
-every dtype. Registered in ctest as conventions/perf_formulas.
+every dtype; the forward's and the backward's FLOPs and minimum bytes, and the N×N bytes. Registered in ctest as conventions/perf_formulas.
 
   python3 tests/check_perf_formulas.py --program build/bin/perf_formulas
 
@@ -32,6 +32,10 @@ def python_values(c):
                                              c["n_kv"], c["d"], c["dtype"]),
         "nxn_matrix_bytes": fa_perf.nxn_matrix_bytes(c["batch"], c["heads_q"], c["n_q"],
                                                      c["n_kv"]),
+        "backward_flops": fa_perf.attention_backward_flops(c["batch"], c["heads_q"], c["n_q"],
+                                                           c["n_kv"], c["d"], c["causal"]),
+        "backward_min_io_bytes": fa_perf.backward_min_io_bytes(
+            c["batch"], c["heads_q"], c["heads_kv"], c["n_q"], c["n_kv"], c["d"], c["dtype"]),
     }
 
 
@@ -63,6 +67,9 @@ def main(argv=None):
         covered |= kinds(c)
         want = python_values(c)
         for key, py in want.items():
+            if key not in c:
+                problems.append(f"{key}: {args.program} does not print it")
+                continue
             cpp = c[key]
             if not (py > 0 and math.isclose(cpp, py, rel_tol=REL_TOL, abs_tol=0)):
                 shape = {k: c[k] for k in ("batch", "heads_q", "heads_kv", "n_q", "n_kv", "d",
@@ -73,7 +80,8 @@ def main(argv=None):
         problems.append("the problem list covers no case of: " + ", ".join(missing))
     for line in problems:
         print("error: " + line)
-    print(f"check_perf_formulas.py: {len(cases)} problems, 3 formulas each, "
+    print(f"check_perf_formulas.py: {len(cases)} problems, "
+          f"{len(python_values(cases[0])) if cases else 0} formulas each, "
           f"{len(problems)} differences")
     return 1 if problems or not cases else 0
 

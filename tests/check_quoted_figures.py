@@ -9,7 +9,8 @@ Registered in ctest as conventions/quoted_figures_tool. What it checks:
   2. Filling the page rewrites exactly the stale figures (decimals, count words and units as
      the page writes them; a calc: figure from its sources); --check passes afterwards.
      The benchmark (best over layouts, its time and memory, a range over lengths) and the
-     cells of Markdown results tables (one table named when two hold the same cell) too.
+     cells of Markdown results tables (one table named when two hold the same cell) too;
+     a backward record is seen by bench:backward: markers alone, never by a forward one.
   3. A tour that gains a column (a dtype column before "what it teaches") gives the same
      figures: columns are found by their header.
   4. A tour whose rows no longer match their header, and a marker naming a step, a column or
@@ -83,7 +84,13 @@ BENCH = {"results": [
     {"impl": "cublas_baseline", "dtype": "fp32", "d": 64, "causal": False, "batch": 4,
      "heads_q": 32, "heads_kv": 32, "n_q": n, "n_kv": n, "layout": "bnhd", "median_ms": ms,
      "tflops": tf, "extra_device_bytes": 8724152320}
-    for n, ms, tf in ((1024, 1.4, 25.16), (4096, 19.5, 28.24))]}
+    for n, ms, tf in ((1024, 1.4, 25.16), (4096, 19.5, 28.24))] + [
+    # Backward passes, of the same impl and shapes and faster: a forward marker must not see
+    # them, a backward one sees them alone.
+    {"pass": "backward", "impl": "04_flash_attention", "dtype": "fp32", "d": 64,
+     "causal": False, "batch": 4, "heads_q": 32, "heads_kv": 32, "n_q": n, "n_kv": n,
+     "layout": "bnhd", "median_ms": ms, "tflops": tf, "extra_device_bytes": 4194304}
+    for n, ms, tf in ((1024, 0.5, 88.04), (4096, 7.0, 99.94))]}
 
 PROFILE = """# profiles
 
@@ -107,6 +114,11 @@ Step 04 runs at <!--bench:fp32:64:full:04_flash_attention:4096-->39.0 TFLOP/s
 Profiles: <!--md:h200-profile.md@1:duration (µs):06_flash_attention_2-->1584.8 µs, then
 <!--md:h200-profile.md@2:duration (µs):06_flash_attention_2-->1584.8 µs; the `xu` pipe at
 <!--md:h200-profile.md:pipe: xu:05_tensor_cores-->12.5%.
+Backward: <!--bench:backward:fp32:64:full:04_flash_attention:4096-->1.0 TFLOP/s in
+<!--bench:backward:fp32:64:full:04_flash_attention:4096:ms-->1.0 ms, extra
+<!--bench:backward:fp32:64:full:04_flash_attention:4096:extra-->1.0 MiB, up to
+<!--span:backward:fp32:64:full:04_flash_attention:1024-4096:max-->1.0; the forward named
+<!--bench:forward:fp32:64:full:04_flash_attention:4096-->1.0.
 """
 
 BENCH_FILLED = [
@@ -117,6 +129,11 @@ BENCH_FILLED = [
     "1024-4096:min-->1.41–", "1024-4096:max-->1.55×",
     "<!--md:h200-profile.md@2:duration (µs):06_flash_attention_2-->1563.0 µs",
     "<!--md:h200-profile.md:pipe: xu:05_tensor_cores-->12.5%",
+    "<!--bench:backward:fp32:64:full:04_flash_attention:4096-->99.9 TFLOP/s",
+    "<!--bench:backward:fp32:64:full:04_flash_attention:4096:ms-->7.0 ms",
+    "<!--bench:backward:fp32:64:full:04_flash_attention:4096:extra-->4.0 MiB",
+    "<!--span:backward:fp32:64:full:04_flash_attention:1024-4096:max-->99.9;",
+    "<!--bench:forward:fp32:64:full:04_flash_attention:4096-->39.9.",
 ]
 
 STALE_PAGE = """# A chapter
@@ -250,7 +267,9 @@ def main():
                                 "0 problems have all of the words"),
                                ("<!--sweep:04_flash_attention:problems-->500",
                                 "cannot read"),
-                               ("<!--tour:1:04_flash_attention:ms-->", "no figure right after")):
+                               ("<!--tour:1:04_flash_attention:ms-->", "no figure right after"),
+                               ("<!--bench:backward:fp32:64:full:cublas_baseline:4096-->1.0",
+                                "no cublas_baseline backward result")):
             write(page, f"# Page\n\nA figure: {marker} here.\n")
             rc, out = run(results, page, check=True)
             expect(rc == 1 and f"{page}:3:" in out and reason in out,

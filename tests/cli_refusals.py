@@ -96,15 +96,21 @@ BENCH = [
     ("--ns 3000000 --tokens 1", r"--ns 3000000 with --dims 64: tensor size .* exceeds"),
     ("--no-such-flag", r"unknown option --no-such-flag"),
     ("--benchmark_min_time=abc", r"--benchmark_min_time \(abc\) must be seconds"),
+    ("--pass sideways", r"--pass: sideways not in \{forward,backward\}"),
 ]
 BENCH_ALL = BENCH + [
     ("--only 04 --dims 48", r"no step can run the requested shapes"),
     ("--only 05", r"no step can run the requested shapes"),  # fp32 by default
     ("--dtype bf16 --dims 48", r"no step can run the requested shapes"),
+    ("--only 10", r"no step can run the requested shapes"),  # step 10 has no forward pass
+    ("--pass backward --only 04",
+     r"no step with a backward pass can run the requested shapes \(--ns, --dims, --dtype, "
+     r"--only\)"),
 ]
 BENCH_STEP = BENCH + [
     ("--dims 48", r"no step can run the requested shapes"),
     ("--dtype fp16", r"no step can run the requested shapes"),
+    ("--pass backward", r"--pass backward: no step of this program has a backward pass"),
 ]
 SWEEP = [
     ("--count 0", r"--count: Value 0 not in range 1 to 1000000"),
@@ -141,7 +147,8 @@ ACCEPTS = {
 # program -> [arguments] that must not be refused (no status 2, no "error:" line): Google
 # Benchmark's own flags pass through the bench programs' command line.
 NOT_REFUSED = {
-    "bench_all": ["--ns 512 --dims 64 --benchmark_filter=^nothing$"],
+    "bench_all": ["--ns 512 --dims 64 --benchmark_filter=^nothing$",
+                  "--pass backward --ns 512 --dims 64 --benchmark_filter=^nothing$"],
     "bench_" + STEP_PROGRAM: ["--ns 512 --dims 64 --causal off --benchmark_filter=^nothing$"],
 }
 MAX_RSS_MIB = 1536

@@ -1,6 +1,7 @@
-// perf_formulas.cpp — prints common/perf.h's FLOP and byte counts for a list of problems as
-// JSON, for tests/check_perf_formulas.py, which recomputes them with scripts/fa_perf.py and
-// fails on any difference (one source of truth for the formulas, written in two languages).
+// perf_formulas.cpp — prints common/perf.h's FLOP and byte counts, forward and backward, for
+// a list of problems as JSON, for tests/check_perf_formulas.py, which recomputes them with
+// scripts/fa_perf.py and fails on any difference (one source of truth for the formulas,
+// written in two languages).
 //
 //   build/bin/perf_formulas > perf.json
 #include <cstdio>
@@ -45,10 +46,12 @@ int main() {
     std::printf(
         " {\"batch\": %d, \"heads_q\": %d, \"heads_kv\": %d, \"n_q\": %d, \"n_kv\": %d, "
         "\"d\": %d, \"causal\": %s, \"dtype\": \"%s\", \"flops\": %.17g, "
-        "\"min_io_bytes\": %.17g, \"nxn_matrix_bytes\": %.17g}%s\n",
+        "\"min_io_bytes\": %.17g, \"nxn_matrix_bytes\": %.17g, \"backward_flops\": %.17g, "
+        "\"backward_min_io_bytes\": %.17g}%s\n",
         c.batch, c.heads_q, c.heads_kv, c.n_q, c.n_kv, c.d, c.causal ? "true" : "false",
         fa::dtype_name(c.dtype), fa::attention_flops(p), fa::min_io_bytes(p),
-        fa::nxn_matrix_bytes(p), i + 1 < n ? "," : "");
+        fa::nxn_matrix_bytes(p), fa::attention_backward_flops(p), fa::backward_min_io_bytes(p),
+        i + 1 < n ? "," : "");
   }
   std::printf("]\n");
   return 0;

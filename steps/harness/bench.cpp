@@ -4,22 +4,32 @@
 //
 //   bin/bench_all --benchmark_out=bench.json --benchmark_out_format=json
 //   bin/bench_04_flash_attention --ns 1024,4096 --dims 64 --causal off
+//   bin/bench_all --pass backward --benchmark_out=bench-backward.json --benchmark_out_format=json
 //
 // Each benchmark times single runs with CUDA events (manual time); the counters carry the
 // median time, TFLOP/s by the FlashAttention convention (4·B·H·N²·d, halved when causal),
-// the bytes of N×N intermediates written and the extra device memory. The name encodes the
-// record: impl/dtype/dD/causalC/BB/HqH/HkvH/NqN/NkvN/layout (scripts/make_results.py reads it).
+// the bytes of N×N intermediates written, the extra device memory and the fewest bytes the
+// pass must move. The name encodes the record: impl/dtype/dD/causalC/BB/HqH/HkvH/NqN/NkvN/layout
+// (scripts/make_results.py reads it).
+//
+// --pass backward times the backward entry of every step that has one (dQ, dK, dV from Q, K,
+// V, O, L and dO) on the same shapes, named impl/backward/dtype/…, counting 2.5 × the
+// forward's FLOPs. Q, K, V and dO are random; O and L come from a registered forward step
+// that runs the problem (the highest-numbered one; its name is the benchmark's label), run
+// once per shape, untimed. The cuBLAS baseline has no backward and is not timed.
 #include <benchmark/benchmark.h>
 
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -59,6 +69,63 @@ fa::DeviceProblem& inputs_for(const fa::Problem& p) {
   return *cache.dev;
 }
 
+// The backward's inputs, shared by every backward step timed on one shape: Q, K, V and dO
+// random, made once per shape (host copies kept for the other causal setting), and O and L
+// from `forward`, made once per shape and causal setting (they depend on it).
+struct BackwardCache {
+  fa::Problem host_shape;  // of `in` and `d_o` (causal ignored)
+  std::unique_ptr<fa::HostInputs> in;
+  std::vector<float> d_o;
+  fa::Problem shape;  // of `dev`, causal included
+  const fa::StepInfo* forward = nullptr;
+  std::unique_ptr<fa::DeviceBackward> dev;
+};
+
+fa::DeviceBackward& backward_inputs_for(const fa::Problem& p, const fa::StepInfo& forward) {
+  static BackwardCache cache;
+  if (cache.dev && same_shape(cache.shape, p) && cache.shape.causal == p.causal &&
+      cache.forward == &forward)
+    return *cache.dev;
+  cache.dev.reset();  // free the previous shape first
+  if (!cache.in || !same_shape(cache.host_shape, p)) {
+    cache.in = std::make_unique<fa::HostInputs>(fa::make_inputs(p, fa::Distribution::Normal, 2024));
+    cache.d_o = fa::make_inputs(p, fa::Distribution::Normal, 2025).q;  // random, in Q's shape
+    cache.host_shape = p;
+  }
+  std::vector<float> o, lse;
+  {  // the forward, untimed; its device buffers are freed before the backward's are made
+    fa::DeviceProblem fwd(*cache.in, forward.workspace_bytes ? forward.workspace_bytes(p) : 0);
+    fa::run_step(forward, p, fwd.tensors(), fwd.workspace());
+    fwd.download(&o, &lse);
+  }
+  // A row that sees no key has L = -inf and O = 0; anything else not finite is a broken
+  // forward, and a backward timed on it would time another code path.
+  const bool o_ok = std::all_of(o.begin(), o.end(), [](float x) { return std::isfinite(x); });
+  const bool l_ok =
+      std::none_of(lse.begin(), lse.end(), [](float x) { return std::isnan(x) || x == INFINITY; });
+  if (!o_ok || !l_ok)
+    throw std::runtime_error(std::string("forward step ") + forward.name + " gave a " +
+                             (o_ok ? "NaN or +inf in L" : "non-finite O") + " for " + p.describe() +
+                             "; no backward is timed on it");
+  cache.dev = std::make_unique<fa::DeviceBackward>(*cache.in, o, lse, cache.d_o, 0);
+  cache.shape = p;
+  cache.forward = &forward;
+  return *cache.dev;
+}
+
+// The forward step that makes O and L for a backward on `p`: the highest-numbered step with
+// a forward pass that can run `p` on this device; null when none can.
+const fa::StepInfo* forward_for(const fa::Problem& p, const fa::DeviceLimits& limits) {
+  const std::vector<const fa::StepInfo*>& all = fa::steps();
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const fa::StepInfo* s = *it;
+    if (s->run && fa::check_step(*s, p).empty() &&
+        (!s->check_device || s->check_device(p, limits).empty()))
+      return s;
+  }
+  return nullptr;
+}
+
 std::string record_name(const std::string& impl, const fa::Problem& p) {
   std::ostringstream os;
   os << impl << '/' << fa::dtype_name(p.dtype) << "/d" << p.head_dim << "/causal" << p.causal
@@ -72,12 +139,26 @@ std::string record_name(const std::string& impl, const fa::Problem& p) {
 // (--benchmark_repetitions) ran it.
 std::set<std::string> g_failed;
 
-// The timing loop shared by steps and the baseline. `setup` returns the function to time.
 /// Clock cycles of the GPU spin queued before each timed call (--queue-ahead-cycles).
 long long g_spin_cycles = 1000000;
 
-void time_it(benchmark::State& state, const std::string& name, const fa::Problem& p,
-             std::size_t extra_bytes, double nxn_bytes,
+// What a benchmark's counters say besides its time.
+struct Counts {
+  double flops;         // of one call (fa::attention_flops, fa::attention_backward_flops)
+  double extra_bytes;   // device memory one call needs beyond its inputs, outputs included
+  double min_io_bytes;  // the fewest bytes the pass must move (docs/conventions.md, Bytes)
+  double nxn_bytes;     // bytes of N×N intermediates written; < 0: not known, not reported
+};
+
+// The forward's counts: the output is O and L, the step's workspace is the rest.
+Counts forward_counts(const fa::Problem& p, std::size_t workspace, double nxn_bytes) {
+  // Same definition as scripts/peers.py: what a call needs beyond its inputs, output included.
+  const double out_bytes = double(fa::dtype_size(p.dtype)) * p.q_elems() + 4.0 * p.lse_elems();
+  return {fa::attention_flops(p), double(workspace) + out_bytes, fa::min_io_bytes(p), nxn_bytes};
+}
+
+// The timing loop shared by steps and the baseline. `setup` returns the function to time.
+void time_it(benchmark::State& state, const std::string& name, const Counts& counts,
              const std::function<std::function<void()>()>& setup) {
   std::vector<double> ms;
   try {
@@ -102,26 +183,24 @@ void time_it(benchmark::State& state, const std::string& name, const fa::Problem
   }
   const double med = fa::median(ms);
   state.counters["median_ms"] = med;
-  state.counters["tflops"] = fa::attention_flops(p) / (med * 1e-3) / 1e12;
-  // Same definition as scripts/peers.py: what a call needs beyond its inputs, output included.
-  const double out_bytes = double(fa::dtype_size(p.dtype)) * p.q_elems() + 4.0 * p.lse_elems();
-  state.counters["extra_device_bytes"] = double(extra_bytes) + out_bytes;
-  state.counters["nxn_bytes"] = nxn_bytes;
-  state.counters["min_io_bytes"] = fa::min_io_bytes(p);
+  state.counters["tflops"] = counts.flops / (med * 1e-3) / 1e12;
+  state.counters["extra_device_bytes"] = counts.extra_bytes;
+  if (counts.nxn_bytes >= 0) state.counters["nxn_bytes"] = counts.nxn_bytes;
+  state.counters["min_io_bytes"] = counts.min_io_bytes;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) try {
   CLI::App app{
-      "Benchmarks of every step and the cuBLAS baseline (Google Benchmark flags, "
-      "--benchmark_*, pass through)"};
+      "Benchmarks of every step and the cuBLAS baseline, forward or backward pass (Google "
+      "Benchmark flags, --benchmark_*, pass through)"};
   app.allow_extras();  // Google Benchmark's own flags
   std::vector<int> ns{512, 1024, 2048, 4096, 8192, 16384}, dims{64, 128};
   std::vector<bool> causals{false, true};
   fa::Problem base;
   int tokens = 16384, hidden = 2048;
-  std::string only;
+  std::string only, pass = "forward";
   bool baseline = true;
   double min_time = 0.3;
   app.add_option("--ns", ns, "sequence lengths N (N_q = N_kv), comma-separated")
@@ -143,7 +222,13 @@ int main(int argc, char** argv) try {
       ->capture_default_str();
   app.add_option("--only", only, "one step (name, number or slug)")
       ->check(fa::cli::step_validator(false));
-  app.add_option("--baseline", baseline, "also time the cuBLAS baseline (fp32 only)")
+  app.add_option("--pass", pass,
+                 "the pass to time: forward, or backward (the steps with a backward entry: dQ, "
+                 "dK, dV from Q, K, V, O, L, dO; O and L made by a forward step, untimed)")
+      ->check(CLI::IsMember({"forward", "backward"}))
+      ->capture_default_str();
+  app.add_option("--baseline", baseline,
+                 "also time the cuBLAS baseline (fp32 only, forward pass only)")
       ->check(CLI::IsMember({"true", "false", "on", "off", "1", "0"}, CLI::ignore_case))
       ->capture_default_str();
   app.add_option("--queue-ahead-cycles", g_spin_cycles,
@@ -178,12 +263,14 @@ int main(int argc, char** argv) try {
 
   std::vector<const fa::StepInfo*> chosen = fa::steps();
   if (!only.empty()) chosen = {fa::find_step(only)};  // checked by the validator
+  const bool backward = pass == "backward";
 
   // Every shape first, before any GPU is looked for: a shape no tensor limit allows is bad
   // input; a step that cannot run a shape is said once per reason; no step at all is bad input.
   struct Planned {
     const fa::StepInfo* step;  // null: the baseline
     fa::Problem p;
+    const fa::StepInfo* forward = nullptr;  // backward: the step that makes O and L
   };
   std::vector<Planned> plan;
   std::vector<std::string> cannot;  // "step: reason", each once
@@ -204,6 +291,10 @@ int main(int argc, char** argv) try {
       for (bool c : causals) {
         p.causal = c;
         for (const fa::StepInfo* step : chosen) {
+          if (backward ? !step->backward : !step->run) {  // said only when asked for by name
+            if (!only.empty()) note(std::string(step->name) + ": has no " + pass + " pass");
+            continue;
+          }
           if (const std::string e = fa::check_step(*step, p); !e.empty()) {
             note(std::string(step->name) + ": " + e);
             continue;
@@ -211,16 +302,24 @@ int main(int argc, char** argv) try {
           plan.push_back({step, p});
           ++step_runs;
         }
-        if (baseline && p.dtype == fa::DType::F32) plan.push_back({nullptr, p});
+        if (baseline && !backward && p.dtype == fa::DType::F32) plan.push_back({nullptr, p});
       }
     }
-  if (baseline && base.dtype != fa::DType::F32)
+  if (baseline && backward && app.count("--baseline") > 0)
+    note("cublas_baseline: has no backward pass");
+  if (baseline && !backward && base.dtype != fa::DType::F32)
     note(std::string("cublas_baseline: dtype (") + fa::dtype_name(base.dtype) +
          ") is not supported (supported: fp32)");
   for (const std::string& c : cannot) std::fprintf(stderr, "not timed: %s\n", c.c_str());
-  if (step_runs == 0)
-    return fa::cli::refuse("no step can run the requested shapes (--ns, --dims, --dtype" +
-                           std::string(only.empty() ? "" : ", --only") + "): see above");
+  if (step_runs == 0) {
+    if (backward && cannot.empty())  // no step chosen has a backward pass: nothing was noted
+      return fa::cli::refuse(std::string("--pass backward: no step ") +
+                             (only.empty() ? "of this program" : "chosen by --only") +
+                             " has a backward pass");
+    return fa::cli::refuse(std::string(backward ? "no step with a backward pass" : "no step") +
+                           " can run the requested shapes (--ns, --dims, --dtype" +
+                           (only.empty() ? "" : ", --only") + "): see above");
+  }
 
   if (!fa::no_usable_device().empty()) {
     std::fprintf(stderr, "no usable CUDA device: nothing to benchmark\n");
@@ -228,16 +327,27 @@ int main(int argc, char** argv) try {
   }
   // A step this GPU refuses outright (step 08 off compute capability 9.0) is not timed and
   // says why once: that is no benchmark stopped by an error (those make the exit status 1).
+  // A backward is asked about each problem (its check_backward_device), and needs a forward
+  // step that runs the problem here to make O and L.
   const fa::DeviceLimits limits = fa::device_limits(0);
   cannot.clear();
-  plan.erase(std::remove_if(plan.begin(), plan.end(),
-                            [&](const Planned& x) {
-                              const std::string why =
-                                  x.step ? fa::device_refusal(*x.step, limits) : std::string();
-                              if (!why.empty()) note(std::string(x.step->name) + ": " + why);
-                              return !why.empty();
-                            }),
-             plan.end());
+  std::vector<Planned> runnable;
+  for (Planned x : plan) {
+    std::string why;
+    if (x.step && !backward) {
+      why = fa::device_refusal(*x.step, limits);
+    } else if (x.step) {
+      if (x.step->check_backward_device) why = x.step->check_backward_device(x.p, limits);
+      if (why.empty() && !(x.forward = forward_for(x.p, limits)))
+        why = "no forward step runs " + x.p.describe() + " on this GPU to make O and L";
+    }
+    if (!why.empty()) {
+      note(std::string(x.step->name) + ": " + why);
+      continue;
+    }
+    runnable.push_back(x);
+  }
+  plan = std::move(runnable);
   for (const std::string& c : cannot)
     std::fprintf(stderr, "not timed on this GPU: %s\n", c.c_str());
   if (std::none_of(plan.begin(), plan.end(), [](const Planned& x) { return x.step != nullptr; })) {
@@ -247,15 +357,43 @@ int main(int argc, char** argv) try {
 
   for (const Planned& x : plan) {
     const fa::Problem p = x.p;
-    if (const fa::StepInfo* step = x.step) {
+    if (const fa::StepInfo* step = x.step; step && backward) {
+      const fa::StepInfo* forward = x.forward;
+      const std::string name = record_name(std::string(step->name) + "/backward", p);
+      benchmark::RegisterBenchmark(
+          name.c_str(),
+          [step, forward, p, name](benchmark::State& st) {
+            const std::size_t ws =
+                step->backward_workspace_bytes ? step->backward_workspace_bytes(p) : 0;
+            // dQ, dK and dV are the outputs: counted as the forward counts O and L.
+            const double grads =
+                double(fa::dtype_size(p.dtype)) * (p.q_elems() + 2.0 * p.kv_elems());
+            auto buffer = std::make_shared<fa::DeviceBuffer>();
+            st.SetLabel(std::string("O and L from ") + forward->name);
+            time_it(st, name,
+                    {fa::attention_backward_flops(p), double(ws) + grads,
+                     fa::backward_min_io_bytes(p), -1},
+                    [step, forward, p, ws, buffer]() -> std::function<void()> {
+                      fa::DeviceBackward& dev = backward_inputs_for(p, *forward);
+                      *buffer = fa::DeviceBuffer(ws);
+                      return [step, p, &dev, buffer] {
+                        fa::run_backward(*step, p, dev.tensors(), buffer->get());
+                      };
+                    });
+          })
+          ->UseManualTime()
+          ->MinTime(min_time)
+          ->Unit(benchmark::kMillisecond);
+    } else if (step) {
       const std::string name = record_name(step->name, p);
       benchmark::RegisterBenchmark(
           name.c_str(),
           [step, p, name](benchmark::State& st) {
             const std::size_t ws = step->workspace_bytes ? step->workspace_bytes(p) : 0;
             auto buffer = std::make_shared<fa::DeviceBuffer>();
-            time_it(st, name, p, ws,
-                    step->nxn_bytes_written ? double(step->nxn_bytes_written(p)) : 0,
+            time_it(st, name,
+                    forward_counts(
+                        p, ws, step->nxn_bytes_written ? double(step->nxn_bytes_written(p)) : 0),
                     [step, p, ws, buffer]() -> std::function<void()> {
                       fa::DeviceProblem& dev = inputs_for(p);
                       *buffer = fa::DeviceBuffer(ws);
@@ -273,8 +411,9 @@ int main(int argc, char** argv) try {
           name.c_str(),
           [p, name](benchmark::State& st) {
             auto base = std::make_shared<std::unique_ptr<fa::baseline::CublasAttention>>();
-            time_it(st, name, p, fa::baseline::CublasAttention::workspace_bytes(p),
-                    double(fa::baseline::CublasAttention::nxn_bytes_written(p)),
+            time_it(st, name,
+                    forward_counts(p, fa::baseline::CublasAttention::workspace_bytes(p),
+                                   double(fa::baseline::CublasAttention::nxn_bytes_written(p))),
                     [p, base]() -> std::function<void()> {
                       fa::DeviceProblem& dev = inputs_for(p);
                       *base = std::make_unique<fa::baseline::CublasAttention>(p);

@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""What scripts/peers.py times, checked without PyTorch or a GPU: it runs against a stand-in
+`torch` module (written to a temporary folder put first on PYTHONPATH) that logs every
+forward, backward, GPU spin and CUDA event in order. Registered in ctest as
+conventions/peers_timing.
+
+  1. --pass forward: each timed call (between a measurement's start and stop events) is one
+     forward, after a spin; records carry "pass": "forward" and 4·B·H·N²·d FLOPs.
+  2. --pass backward: one forward per measurement, before any timed call and never between
+     the events; each timed call is one backward (torch.autograd.grad with retain_graph on
+     that forward's output, with dO), after a spin; the extra memory is the backward's
+     peak over what was allocated after the forward; records carry "pass": "backward" and
+     2.5 × the forward's FLOPs (scripts/fa_perf.py).
+
+Exit status 0 when every check holds, 1 otherwise (each failure printed). Standard library.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import fa_perf  # noqa: E402
+
+MS = 2.0  # every event pair's elapsed time
+FORWARD_PEAK, BACKWARD_PEAK = 500, 3000  # bytes a stand-in call allocates at its peak
+
+# The stand-in: what peers.py calls, each call appended to the log file as one line.
+FAKE_TORCH = '''
+import contextlib, os
+__version__ = "0.0-stand-in"
+float32, float16, bfloat16, bool = "float32", "float16", "bfloat16", "bool"
+_LOG = os.environ["FAKE_TORCH_LOG"]
+_mem = {"alloc": 1000, "peak": 1000}
+
+
+def _log(what):
+    with open(_LOG, "a") as f:
+        f.write(what + "\\n")
+
+
+def _peak(extra):
+    _mem["peak"] = max(_mem["peak"], _mem["alloc"] + extra)
+
+
+class Tensor:
+    def __init__(self, shape, requires_grad=False):
+        self.shape, self.requires_grad = tuple(shape), requires_grad
+
+    def transpose(self, a, b):
+        return self
+
+    def mul_(self, x):
+        return self
+
+    def masked_fill_(self, mask, value):
+        return self
+
+    def triu_(self, k):
+        return self
+
+
+def device(name):
+    return name
+
+
+def randn(*shape, device=None, dtype=None, requires_grad=False):
+    _log("randn grad" if requires_grad else "randn")
+    return Tensor(shape, requires_grad)
+
+
+def ones(*shape, device=None, dtype=None):
+    return Tensor(shape)
+
+
+def matmul(a, b):
+    return Tensor(a.shape)
+
+
+def softmax(s, dim):  # the naive composite's forward
+    _log("forward")
+    _peak(FORWARD_PEAK)
+    return s
+
+
+def manual_seed(seed):
+    pass
+
+
+class _Autograd:
+    @staticmethod
+    def grad(outputs, inputs, grad_outputs, retain_graph=False):
+        ok = (isinstance(outputs, Tensor) and len(inputs) == 3
+              and all(t.requires_grad for t in inputs) and isinstance(grad_outputs, Tensor)
+              and not grad_outputs.requires_grad and retain_graph)
+        _log("backward" if ok else "backward-misused")
+        _peak(BACKWARD_PEAK)
+        return tuple(Tensor(t.shape) for t in inputs)
+
+
+autograd = _Autograd()
+
+
+class _Cuda:
+    OutOfMemoryError = type("OutOfMemoryError", (RuntimeError,), {})
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.id = id(self)
+
+        def record(self):
+            _log("event")
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return MS
+
+    @staticmethod
+    def is_available():
+        return True
+
+    @staticmethod
+    def get_device_name():
+        return "Stand-in GPU"
+
+    @staticmethod
+    def synchronize():
+        pass
+
+    @staticmethod
+    def memory_allocated():
+        return _mem["alloc"]
+
+    @staticmethod
+    def max_memory_allocated():
+        return _mem["peak"]
+
+    @staticmethod
+    def reset_peak_memory_stats():
+        _mem["peak"] = _mem["alloc"]
+
+    @staticmethod
+    def empty_cache():
+        pass
+
+    @staticmethod
+    def _sleep(cycles):
+        _log("spin")
+
+
+cuda = _Cuda()
+
+
+class version:
+    cuda = "0.0"
+
+
+class backends:
+    class cudnn:
+        @staticmethod
+        def version():
+            return 1
+
+    class cuda:
+        class matmul:
+            allow_tf32 = False
+'''.replace("MS", repr(MS)).replace("FORWARD_PEAK", str(FORWARD_PEAK)).replace(
+    "BACKWARD_PEAK", str(BACKWARD_PEAK))
+
+FAKE_FUNCTIONAL = '''
+from torch import _log, _peak, Tensor
+
+
+def scaled_dot_product_attention(q, k, v, is_causal=False):
+    _log("forward")
+    _peak(''' + str(FORWARD_PEAK) + ''')
+    return Tensor(q.shape)
+'''
+
+FAKE_ATTENTION = '''
+import contextlib
+
+
+class SDPBackend:
+    FLASH_ATTENTION, CUDNN_ATTENTION, EFFICIENT_ATTENTION, MATH = range(4)
+
+
+@contextlib.contextmanager
+def sdpa_kernel(backend):
+    yield
+'''
+
+failures = []
+
+
+def expect(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAILED: " + what, flush=True)
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def measurements(log):
+    """The log split into measurements: each starts at the first call after the inputs
+    (randn) or after the previous measurement's last event; returns lists of lines."""
+    out, current = [], []
+    for line in log:
+        if line.startswith("randn"):
+            if current:
+                out.append(current)
+            current = []
+            continue
+        current.append(line)
+        if line == "event" and current.count("event") == 2 * REPS:
+            out.append(current)
+            current = []
+    if current:
+        out.append(current)
+    return [m for m in out if m]
+
+
+REPS, WARMUP = 4, 2
+
+
+def run_peers(tmp, kind):
+    fake = os.path.join(tmp, "fake")
+    write(os.path.join(fake, "torch", "__init__.py"), FAKE_TORCH)
+    write(os.path.join(fake, "torch", "nn", "__init__.py"), "from . import functional\n")
+    write(os.path.join(fake, "torch", "nn", "functional.py"), FAKE_FUNCTIONAL)
+    write(os.path.join(fake, "torch", "nn", "attention.py"), FAKE_ATTENTION)
+    log = os.path.join(tmp, f"{kind}.log")
+    out = os.path.join(tmp, f"peers-{kind}.json")
+    env = dict(os.environ, PYTHONPATH=fake, FAKE_TORCH_LOG=log)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "peers.py"), "--pass",
+                        kind, "--dtypes", "fp32", "--dims", "64", "--ns", "512", "--causal",
+                        "both", "--impls", "torch_flash,torch_naive", "--reps", str(REPS),
+                        "--warmup", str(WARMUP), "--out", out],
+                       capture_output=True, text=True, env=env)
+    lines = open(log).read().splitlines() if os.path.exists(log) else []
+    doc = json.load(open(out)) if os.path.exists(out) else {}
+    return r, lines, doc
+
+
+def check(tmp, kind):
+    r, log, doc = run_peers(tmp, kind)
+    expect(r.returncode == 0, f"peers.py --pass {kind} exits 0 (got {r.returncode}):\n"
+                              f"{r.stdout}{r.stderr}")
+    results = doc.get("results", [])
+    expect(len(results) == 4, f"--pass {kind}: 4 records (2 impls, causal off and on), got "
+                              f"{len(results)}: {doc}")
+    backward = kind == "backward"
+    flops_of = fa_perf.attention_backward_flops if backward else fa_perf.attention_flops
+    for rec in results:
+        flops = flops_of(rec["batch"], rec["heads_q"], rec["n_q"], rec["n_kv"], rec["d"],
+                         rec["causal"])
+        expect(rec.get("pass") == kind, f"a --pass {kind} record says so: {rec}")
+        expect(abs(rec["tflops"] - flops / (MS * 1e-3) / 1e12) < 1e-9 and rec["median_ms"] == MS,
+               f"--pass {kind}: TFLOP/s from {flops:g} FLOPs and the median time: {rec}")
+        want = BACKWARD_PEAK if backward else FORWARD_PEAK
+        expect(rec["extra_device_bytes"] == want,
+               f"--pass {kind}: the extra memory is the timed call's peak ({want}): {rec}")
+    expect(doc.get("pass") == kind, f"the peers file says its pass: {doc.get('pass')!r}")
+    expect("backward-misused" not in log,
+           "every backward is autograd.grad(O, (Q, K, V), dO, retain_graph=True)")
+    expect(("randn grad" in log) == backward, f"--pass {kind}: Q, K, V require gradients "
+                                              f"{'' if backward else 'not '}")
+    ms = measurements(log)
+    expect(len(ms) == 4, f"--pass {kind}: 4 measurements in the log, got {len(ms)}: {log}")
+    timed = "backward" if backward else "forward"
+    for m in ms:
+        first_event = m.index("event") if "event" in m else len(m)
+        before, during = m[:first_event], m[first_event:]
+        if backward:
+            expect(before.count("forward") == 1,
+                   f"one untimed forward per measurement, before the timing: {m}")
+            expect("forward" not in during, f"no forward among the timed calls: {m}")
+            expect("forward" in m and "backward" in m
+                   and m.index("forward") < m.index("backward"),
+                   f"the forward comes before the first backward: {m}")
+        # the warm-up and the memory call, then REPS × (spin, event, call, event)
+        expect(before.count(timed) == WARMUP + 1,
+               f"{WARMUP} warm-up calls and one for the memory before the timing: {before}")
+        expect(during == ["event", timed, "event", "spin"] * (REPS - 1) + ["event", timed, "event"]
+               and before[-1] == "spin",
+               f"each timed call is one {timed} between its events, a spin before each: {m}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        check(tmp, "forward")
+        check(tmp, "backward")
+    if failures:
+        print(f"check_peers_timing.py: {len(failures)} check(s) failed")
+        return 1
+    print("check_peers_timing.py: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
