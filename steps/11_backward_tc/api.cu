@@ -31,19 +31,38 @@
 // Memory: workspace = the fp32 dQ accumulator (B · H_q · N_q · d floats) and D (B · H_q · N_q
 // floats): 4 · B · H_q · N_q · (d + 1) bytes, as step 10. Nothing N × N.
 //
-// The kernels (CUDA 13.0, sm_90, ptxas -v; kernel_traits.cuh has the arithmetic behind them):
+// Deterministic mode (Problem::deterministic, off by default): dQ bitwise the same from run to
+// run. Each CTA along the keys writes its part of dQ into a slab of its own with plain stores
+// (every element of a Q tile it visits, once), and the convert kernel sums the slabs of the
+// CTAs that visited a row in the order n = 0, 1, … The price is memory: ⌈N_kv / 128⌉ slabs of
+// B · H_q · N_q · d floats instead of one, i.e. 4 · B · H_q · N_q · d · ⌈N_kv / 128⌉ bytes
+// (B = 4, H = 16, N = 4096, d = 128: 32 slabs of 128 MiB, 4 GiB), and the convert kernel's
+// reads of them. The alternative that costs no memory (FlashAttention-3's) makes CTA n wait
+// for CTA n − 1 on each Q tile before adding to dQ in place, serialising the additions and
+// leaning on the order in which CTAs start; the slabs keep every CTA independent and are
+// the simpler thing to teach. dK and dV are deterministic in both modes.
 //
-//   d    tile (rows × keys)  warps  smem    registers (non-causal / causal)  spills
-//   64   64 × 128            8      83 KB   see the step's report below
-//   128  32 × 128            8      107 KB
+// The kernels (CUDA 13.0, sm_90, nvcc -Xptxas -v; kernel_traits.cuh has the arithmetic behind
+// them; fp16 and bf16 compile to the same counts):
+//
+//   d    tile (rows × keys)  warps  smem   registers non-causal / causal  stack (spills)
+//   64   64 × 128            8      83 KB  240 / 249                      none
+//   128  16 × 128            8      86 KB  255 / 255                      none
+//
+// and the D and convert kernels 30 and 28 registers. At d = 128 a 32-row Q tile spills
+// (kernel_traits.cuh). One CTA per SM.
+//
+// Compile one file alone, with its register counts:
+//   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -gencode arch=compute_90,code=sm_90 -I. \
+//        -Xptxas -v -c steps/11_backward_tc/flash_bwd_d128_bf16.cu
 //
 // Build and test:
 //   cmake --build build --target test_11_backward_tc probe_11_backward_tc &&
 //     build/bin/probe_11_backward_tc && ctest --test-dir build -L 11_backward_tc
 //
 // Not yet: measured against torch_flash (the prediction is in kernel_traits.cuh); tiles not
-// tuned; dQ deterministic mode; dK and dV leave through 4-byte stores, not step 07's staged
-// 16-byte ones.
+// tuned; the deterministic mode's memory not bounded (no chunking of the slabs); dK and dV
+// leave through 4-byte stores, not step 07's staged 16-byte ones.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -56,6 +75,14 @@
 #include "kernel_traits.cuh"
 
 namespace fa::step11 {
+
+/// The main kernel's CTAs along the keys: ⌈N_kv / kBlockN⌉ (kBlockN is 128 for every d).
+static long long kv_blocks(const Problem& prob) {
+  static_assert(BwdConfig<64, __half>::Traits::kBlockN == BwdConfig<128, __half>::Traits::kBlockN,
+                "one kBlockN for every head dim");
+  constexpr int kBlockN = BwdConfig<64, __half>::Traits::kBlockN;
+  return (prob.n_kv + kBlockN - 1) / kBlockN;
+}
 
 BwdParams make_bwd_params(const Problem& prob, const BackwardTensors& t, void* workspace) {
   const Strides qs = prob.q_strides(), kvs = prob.kv_strides();
@@ -70,7 +97,6 @@ BwdParams make_bwd_params(const Problem& prob, const BackwardTensors& t, void* w
   p.dk = t.dk;
   p.dv = t.dv;
   p.dq_acc = static_cast<float*>(workspace);
-  p.delta = p.dq_acc + prob.q_elems();
   p.batch = prob.batch;
   p.heads_q = prob.heads_q;
   p.heads_kv = prob.heads_kv;
@@ -88,6 +114,9 @@ BwdParams make_bwd_params(const Problem& prob, const BackwardTensors& t, void* w
   p.scale = prob.softmax_scale();
   p.scale_log2 = p.scale * kLog2e;
   p.causal = prob.causal;
+  p.deterministic = prob.deterministic;
+  p.q_elems = prob.q_elems();
+  p.delta = p.dq_acc + p.q_elems * (prob.deterministic ? kv_blocks(prob) : 1);
   return p;
 }
 
@@ -95,9 +124,10 @@ namespace {
 
 constexpr const char* kStepName = "11_backward_tc";
 
-/// The fp32 dQ accumulator, then D.
+/// The fp32 dQ accumulator (deterministic: one slab of it per CTA along the keys), then D.
 std::size_t workspace_bytes(const Problem& p) {
-  return sizeof(float) * static_cast<std::size_t>(p.q_elems() + p.lse_elems());
+  const long long slabs = p.deterministic ? kv_blocks(p) : 1;
+  return sizeof(float) * static_cast<std::size_t>(p.q_elems() * slabs + p.lse_elems());
 }
 
 /// The main kernel's tiles for head dim d (both dtypes use the same; bf16 stands in).
@@ -118,8 +148,7 @@ bool with_traits(int head_dim, F&& f) {
 std::string check_device(const Problem& p, const DeviceLimits& prop) {
   if (prop.major < 8)
     return "compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
-           " is below the 8.0 needed by mma.sync bf16, ldmatrix and cp.async for step " +
-           kStepName;
+           " is below the 8.0 needed by mma.sync bf16, ldmatrix and cp.async for step " + kStepName;
   std::size_t smem = 0;
   long long block_n = 1;
   with_traits(p.head_dim, [&](auto traits) {
@@ -128,11 +157,11 @@ std::string check_device(const Problem& p, const DeviceLimits& prop) {
   });
   const long long bh = static_cast<long long>(p.batch) * p.heads_kv;
   const long long n_blocks = (p.n_kv + block_n - 1) / block_n;
-  return check_fits(kStepName, prop, p, smem,
-                    {{0, n_blocks,
-                      "n_kv (" + std::to_string(p.n_kv) + ") needs " + std::to_string(n_blocks) +
-                          " key blocks"},
-                     {1, bh, "batch*heads_kv (" + std::to_string(bh) + ")"}});
+  return check_fits(
+      kStepName, prop, p, smem,
+      {{0, n_blocks,
+        "n_kv (" + std::to_string(p.n_kv) + ") needs " + std::to_string(n_blocks) + " key blocks"},
+       {1, bh, "batch*heads_kv (" + std::to_string(bh) + ")"}});
 }
 
 template <class Element>
@@ -178,6 +207,7 @@ StepInfo info() {
   s.backward = backward;
   s.backward_deterministic_dkdv = true;  // one CTA per K/V tile sums its whole group
   s.backward_deterministic_dq = false;   // fp32 atomics: the order of the sum varies
+  s.backward_deterministic_mode = true;  // Problem::deterministic: slabs summed in order
   return s;
 }
 

@@ -90,10 +90,10 @@ __device__ __forceinline__ bool tile_has_nonfinite(uint32_t s_tile, int bytes) {
 /// the Q tile's rows as columns) into the [kBlockN][kBlockM + 8] tile at s_ds.
 template <class Traits>
 __device__ __forceinline__ void store_transposed(uint32_t s_ds,
-                                                 const uint32_t (&a)[Traits::kKStepsD][4],
-                                                 int warp, int g, int t) {
+                                                 const uint32_t (&a)[Traits::kKStepsD][4], int warp,
+                                                 int g, int t) {
   const uint32_t row0 = s_ds + (16 * warp + g) * Traits::kDsRowBytes;  // key 16·warp + g
-  constexpr uint32_t kRow8 = 8 * Traits::kDsRowBytes;                    // key + 8
+  constexpr uint32_t kRow8 = 8 * Traits::kDsRowBytes;                  // key + 8
 #pragma unroll
   for (int kk = 0; kk < Traits::kKStepsD; ++kk) {
     const uint32_t col = 2 * (16 * kk + 2 * t);  // bytes: rows 16kk + 2t, +1 of the Q tile
@@ -124,27 +124,49 @@ __global__ void bwd_preprocess_kernel(const __grid_constant__ BwdParams p) {
 #pragma unroll
     for (int s = 16; s > 0; s /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, s);
     if (lane == 0) p.delta[r] = sum;
+    if (p.deterministic) continue;           // every slab element a CTA reads back it has written
     float* acc = p.dq_acc + r * p.head_dim;  // < 2^31: Q's element count
     for (int x = lane; x < p.head_dim; x += 32) acc[x] = 0.f;
   }
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. dQ = scale · dQ_acc, 8 dims (16 bytes of output) per thread, grid-stride.
+// 3. dQ = scale · dQ_acc, 8 dims (16 bytes of output) per thread, grid-stride. Deterministic
+//    mode: dQ_acc is the sum of the slabs of the CTAs that visited the row, n = 0, 1, … in
+//    that order (causal: a prefix of the CTAs, those whose first Q tile starts at or above it).
 // ---------------------------------------------------------------------------------------------
-template <class Element>
+template <class Traits>
 __global__ void bwd_convert_dq_kernel(const __grid_constant__ BwdParams p) {
+  using Element = typename Traits::Element;
   const int n8 = p.batch * p.heads_q * p.n_q * (p.head_dim / 8);
+  const int n_blocks = (p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN;
   for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n8; e += gridDim.x * blockDim.x) {
     const int flat = 8 * e, r = flat / p.head_dim, x = flat % p.head_dim;
     const int i = r % p.n_q, bh = r / p.n_q;
     const int off = (bh / p.heads_q) * p.q_batch_stride + (bh % p.heads_q) * p.q_head_stride +
                     i * p.q_row_stride + x;
-    const float4 lo = reinterpret_cast<const float4*>(p.dq_acc + flat)[0];
-    const float4 hi = reinterpret_cast<const float4*>(p.dq_acc + flat)[1];
+    float4 lo = reinterpret_cast<const float4*>(p.dq_acc + flat)[0];
+    float4 hi = reinterpret_cast<const float4*>(p.dq_acc + flat)[1];
+    if (p.deterministic) {
+      // Slab 0 is loaded; CTA 0 sees key 0, the first any row sees, so it visits every row
+      // that any CTA visits (a row it does not visit sees no key: its slab 0 entry is then
+      // unwritten, and dQ is 0).
+      const int fr0 = p.causal ? first_row_seeing<true>(0, p.n_q, p.n_kv) : 0;
+      if (fr0 >= p.n_q || i < fr0 / Traits::kBlockM * Traits::kBlockM)
+        lo = hi = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int n = 1; n < n_blocks; ++n) {
+        const int fr = p.causal ? first_row_seeing<true>(n * Traits::kBlockN, p.n_q, p.n_kv) : 0;
+        if (fr >= p.n_q || i < fr / Traits::kBlockM * Traits::kBlockM) break;  // and the rest
+        const float4* slab = reinterpret_cast<const float4*>(p.dq_acc + n * p.q_elems + flat);
+        const float4 a = slab[0], c = slab[1];
+        lo = make_float4(lo.x + a.x, lo.y + a.y, lo.z + a.z, lo.w + a.w);
+        hi = make_float4(hi.x + c.x, hi.y + c.y, hi.z + c.z, hi.w + c.w);
+      }
+    }
     const float c = p.scale;
-    const uint4 out = {pack_pair<Element>(c * lo.x, c * lo.y), pack_pair<Element>(c * lo.z, c * lo.w),
-                       pack_pair<Element>(c * hi.x, c * hi.y), pack_pair<Element>(c * hi.z, c * hi.w)};
+    const uint4 out = {
+        pack_pair<Element>(c * lo.x, c * lo.y), pack_pair<Element>(c * lo.z, c * lo.w),
+        pack_pair<Element>(c * hi.x, c * hi.y), pack_pair<Element>(c * hi.z, c * hi.w)};
     st_global_v4(static_cast<Element*>(p.dq) + off, out);
   }
 }
@@ -167,8 +189,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const uint32_t s0 = smem_u32(smem);
   const uint32_t sK = s0 + Traits::kOffK, sV = s0 + Traits::kOffV;
   const uint32_t sQ = s0 + Traits::kOffQ, sdO = s0 + Traits::kOffDo;  // [kStages] each
-  const uint32_t sDs = s0 + Traits::kOffDs;                            // Pᵀ or dSᵀ, 16 bits
-  const uint32_t sL = s0 + Traits::kOffL, sD = s0 + Traits::kOffD;      // [kStages][kBlockM]
+  const uint32_t sDs = s0 + Traits::kOffDs;                           // Pᵀ or dSᵀ, 16 bits
+  const uint32_t sL = s0 + Traits::kOffL, sD = s0 + Traits::kOffD;    // [kStages][kBlockM]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // mma.cuh: lane (g, t) holds rows g, g+8, cols 2t, 2t+1
@@ -197,8 +219,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     const int q_off = b * p.q_batch_stride + h * p.q_head_stride + i0 * p.q_row_stride;
     load_tile_async<Traits, kBlockM>(sQ + stage * Traits::kQBytes, q_all + q_off, p.q_row_stride,
                                      p.n_q - i0);
-    load_tile_async<Traits, kBlockM>(sdO + stage * Traits::kQBytes, do_all + q_off,
-                                     p.q_row_stride, p.n_q - i0);
+    load_tile_async<Traits, kBlockM>(sdO + stage * Traits::kQBytes, do_all + q_off, p.q_row_stride,
+                                     p.n_q - i0);
     if (tid < kBlockM) {  // L and D of the tile's rows; zeros past N_q
       const int i = i0 + tid;
       const int r = (b * p.heads_q + h) * p.n_q + (i < p.n_q ? i : i0);
@@ -243,10 +265,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const uint32_t a_lane = Traits::swizzle(16 * warp + lane % 16, lane / 16);
   const uint32_t b_lane = Traits::swizzle(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
   const uint32_t bt_lane = Traits::swizzle(lane % 16, lane / 16);
-  const int dq_m = 16 * (warp % Traits::kDqWarpsM);                // the warp's rows of dQ
-  const int dq_c = Traits::kDqCols * (warp / Traits::kDqWarpsM);   // its first dim of dQ
-  const uint32_t ds_lane = (lane % 8 + 8 * (lane / 16)) * kDsRowBytes + 16 * ((lane / 8) % 2) +
-                           2 * dq_m;
+  const int dq_m = 16 * (warp % Traits::kDqWarpsM);               // the warp's rows of dQ
+  const int dq_c = Traits::kDqCols * (warp / Traits::kDqWarpsM);  // its first dim of dQ
+  const uint32_t ds_lane =
+      (lane % 8 + 8 * (lane / 16)) * kDsRowBytes + 16 * ((lane / 8) % 2) + 2 * dq_m;
   const int key0 = 16 * warp + g;  // this lane's keys in the tile: key0 and key0 + 8
 
   for (int it = 0; it < visits; ++it) {
@@ -254,10 +276,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     int h, i0;
     tile_of(it, &h, &i0);
     const uint32_t sQs = sQ + stage * Traits::kQBytes, sdOs = sdO + stage * Traits::kQBytes;
-    const float* lse = reinterpret_cast<const float*>(smem + Traits::kOffL +
-                                                      stage * Traits::kRowVecBytes);
-    const float* delta = reinterpret_cast<const float*>(smem + Traits::kOffD +
-                                                        stage * Traits::kRowVecBytes);
+    const float* lse =
+        reinterpret_cast<const float*>(smem + Traits::kOffL + stage * Traits::kRowVecBytes);
+    const float* delta =
+        reinterpret_cast<const float*>(smem + Traits::kOffD + stage * Traits::kRowVecBytes);
 
     // This tile's copies have landed and every warp is done with the previous tile (its
     // stage and the dSᵀ tile); then the next tile's copies go to the other stage.
@@ -328,8 +350,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // ---- The exact path? Only a tile that hides a pair, and only with an inf or NaN --------
     bool exact = false;
     if (tile_hides_a_pair<IsCausal>(i0, j0, kBlockN, p.n_q, p.n_kv))  // the same in the CTA
-      exact = __syncthreads_or(kv_nonfinite ||
-                               tile_has_nonfinite<Traits>(sQs, Traits::kQBytes) ||
+      exact = __syncthreads_or(kv_nonfinite || tile_has_nonfinite<Traits>(sQs, Traits::kQBytes) ||
                                tile_has_nonfinite<Traits>(sdOs, Traits::kQBytes)) != 0;
 
     // Σ over the tile's rows the key sees of w[key][row] · x[row][dim], for the lane's own
@@ -347,8 +368,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           for (int r = 0; r < kBlockM; ++r)
             if (visible<IsCausal>(i0 + r, j0 + key, p.n_q, p.n_kv))
               sum = fmaf(static_cast<float>(w[key * (kDsRowBytes / 2) + r]),
-                         static_cast<float>(*reinterpret_cast<const Element*>(
-                             x + Traits::element(r, dim))),
+                         static_cast<float>(
+                             *reinterpret_cast<const Element*>(x + Traits::element(r, dim))),
                          sum);
           acc[nt][k] = sum;
         }
@@ -380,7 +401,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     store_transposed<Traits>(sDs, dsa, warp, g, t);
     __syncthreads();
 
-    float* dq_rows = p.dq_acc + ((b * p.heads_q + h) * p.n_q + i0) * kHeadDim;  // row i0
+    // Row i0 of dQ_acc; deterministic: of this CTA's slab, written with plain stores (each
+    // element of a visited tile by one lane, once), else added to with atomics.
+    float* dq_rows = p.dq_acc + (p.deterministic ? blockIdx.x * p.q_elems : 0) +
+                     ((b * p.heads_q + h) * p.n_q + i0) * kHeadDim;
+    auto add_dq = [&](float* at, float v) {
+      if (p.deterministic)
+        *at = v;
+      else
+        atomicAdd(at, v);
+    };
     if (!exact) {
       // ---- dQ_acc += dS K: the warp's 16 rows × kDqCols dims ------------------------------
       float acc_dq[kNTilesDq][4];
@@ -401,14 +431,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         }
       }
       // The other K/V tiles' CTAs add to the same rows: fp32 atomics whose result is unused,
-      // which the compiler emits as red.global.add.f32.
+      // which the compiler emits as red.global.add.f32 (or this CTA's slab, deterministic).
 #pragma unroll
       for (int nt = 0; nt < kNTilesDq; ++nt)
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
           const int row = dq_m + g + 8 * (k / 2);
           if (i0 + row < p.n_q)
-            atomicAdd(dq_rows + row * kHeadDim + dq_c + 8 * nt + 2 * t + k % 2, acc_dq[nt][k]);
+            add_dq(dq_rows + row * kHeadDim + dq_c + 8 * nt + 2 * t + k % 2, acc_dq[nt][k]);
         }
     } else {
       exact_update(acc_dk, sQs);
@@ -425,7 +455,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                      static_cast<float>(
                          *reinterpret_cast<const Element*>(k_tile + Traits::element(key, c))),
                      sum);
-        atomicAdd(dq_rows + r * kHeadDim + c, sum);
+        add_dq(dq_rows + r * kHeadDim + c, sum);
       }
     }
   }
@@ -441,7 +471,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int nt = 0; nt < kNTilesD; ++nt) {
       const int off = j * p.kv_row_stride + 8 * nt + 2 * t;
       st_global_b32(dk + off, pack_pair<Element>(p.scale * acc_dk[nt][2 * hh],
-                                                  p.scale * acc_dk[nt][2 * hh + 1]));
+                                                 p.scale * acc_dk[nt][2 * hh + 1]));
       st_global_b32(dv + off, pack_pair<Element>(acc_dv[nt][2 * hh], acc_dv[nt][2 * hh + 1]));
     }
   }
@@ -477,7 +507,7 @@ void run_flash_bwd(const BwdParams& p, cudaStream_t stream) {
     launch_flash_bwd_main<Traits, true>(p, stream);
   else
     launch_flash_bwd_main<Traits, false>(p, stream);
-  bwd_convert_dq_kernel<Element>
+  bwd_convert_dq_kernel<Traits>
       <<<blocks_for(rows * (kHeadDim / 8), kThreads), kThreads, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }

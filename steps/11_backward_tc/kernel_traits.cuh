@@ -18,24 +18,28 @@ constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) = exp2(x · lo
 /// \brief What the three kernels need, by value (a __grid_constant__ kernel argument). Offsets
 /// are int: validate() keeps every index into Q, K, V, O and L below 2^31 (problem.h, Limits).
 struct BwdParams {
-  const void* q;    // [B, N_q, H_q, d] or [B, H_q, N_q, d], Element
-  const void* k;    // [B, N_kv, H_kv, d] or [B, H_kv, N_kv, d], Element
-  const void* v;    // same as k
-  const void* o;    // same as q
-  const void* d_o;  // same as q
-  const float* lse;  // [B, H_q, N_q] fp32, natural log (−inf: the row sees no key)
-  void* dq;          // same as q (written by the convert kernel)
-  void* dk;          // same as k (written once per key by the main kernel)
-  void* dv;          // same as k
-  float* dq_acc;     // workspace: [B, H_q, N_q, d] fp32, dQ / scale summed over K/V tiles
-  float* delta;      // workspace: [B, H_q, N_q] fp32, D = rowsum(dO ∘ O)
+  const void* q;      // [B, N_q, H_q, d] or [B, H_q, N_q, d], Element
+  const void* k;      // [B, N_kv, H_kv, d] or [B, H_kv, N_kv, d], Element
+  const void* v;      // same as k
+  const void* o;      // same as q
+  const void* d_o;    // same as q
+  const float* lse;   // [B, H_q, N_q] fp32, natural log (−inf: the row sees no key)
+  void* dq;           // same as q (written by the convert kernel)
+  void* dk;           // same as k (written once per key by the main kernel)
+  void* dv;           // same as k
+  float* dq_acc;      // workspace: [B, H_q, N_q, d] fp32, dQ / scale summed over K/V tiles by
+                      // atomics; deterministic: [⌈N_kv / kBlockN⌉][B, H_q, N_q, d], CTA n's own
+                      // part in slab n (plain stores), summed in order by the convert kernel
+  float* delta;       // workspace: [B, H_q, N_q] fp32, D = rowsum(dO ∘ O)
+  long long q_elems;  // B · H_q · N_q · d: one slab of dq_acc
   int batch, heads_q, heads_kv, group;  // group = H_q / H_kv query heads per K/V head
   int n_q, n_kv, head_dim;
   int q_batch_stride, q_head_stride, q_row_stride;     // elements, for Q, O, dO and dQ
   int kv_batch_stride, kv_head_stride, kv_row_stride;  // elements, for K, V, dK and dV
-  float scale;       // the softmax scale
+  float scale;                                         // the softmax scale
   float scale_log2;  // scale · log2(e): P = exp2(S · scale_log2 − L · log2(e))
   bool causal;
+  bool deterministic;  // Problem::deterministic: dQ from per-CTA slabs, no atomics
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -67,47 +71,60 @@ struct BwdParams {
 //
 // Registers (per lane, fp32 unless said): dK and dV accumulators 2 · 16·d/32 = d (128 at
 // d = 128, 64 at d = 64), held for the whole kernel; Sᵀ and dPᵀ 2 · 16·kBlockM/32 = kBlockM;
-// Pᵀ and dSᵀ as 16-bit A fragments kBlockM/4 each; the dQ part 16·32/32 = 16. So kBlockM is
-// what d leaves: at d = 128, kBlockM = 32 keeps the live set near 128 + 32 + 16 + 16 ≈ 192
-// plus addresses and fragments in flight; at d = 64 there is room for kBlockM = 64.
+// Pᵀ and dSᵀ as 16-bit A fragments kBlockM/4 each; the warp's part of dQ
+// 16 · kDqCols / 32 (16 at d = 64, 8 at d = 128). So kBlockM is what d leaves. At d = 64,
+// 64 + 64 + 32 + 16 ≈ 180 plus addresses: kBlockM = 64 fits (240 and 249 registers, no
+// spills; CUDA 13.0, sm_90). At d = 128, kBlockM = 32 would make 128 + 32 + 16 + 16 ≈ 192
+// plus the addresses, the per-row L, D and mask limits and the fragments in flight: ptxas
+// spills (24 bytes non-causal, 160 bytes causal), so kBlockM = 16 (255 registers, no spills).
+// The cost of 16: each K and V fragment a warp loads feeds two mmas instead of four, and a Q
+// tile's three barriers are paid for half the work. Which is faster is for a measurement.
 //
 // Shared memory: K and V (kBlockN × d each, whole kernel), Q and dO double-buffered
 // (2 · kBlockM × d each, cp.async: the next Q tile lands while this one is computed), L and D
 // of the Q tile (double-buffered with it), dSᵀ (kBlockN × (kBlockM + 8), 16 bits):
 //     d = 64,  kBlockM = 64:  32 KB + 32 KB + 18 KB + 1 KB = 83 KB
-//     d = 128, kBlockM = 32:  64 KB + 32 KB + 10 KB + 0.5 KB = 107 KB
-// One CTA (8 warps) per SM: the registers (~200 · 256 threads) allow no second one.
+//     d = 128, kBlockM = 16:  64 KB + 16 KB + 6 KB + 0.25 KB = 86 KB
+// One CTA (8 warps) per SM: the registers (~250 · 256 threads) allow no second one.
 //
 // FLOPs per byte. Per Q tile a CTA computes five products of 2 · kBlockM · kBlockN · d FLOPs
 // (Sᵀ, dPᵀ, dV, dK, dQ). Device memory: it reads Q and dO (2 · kBlockM · d · 2 bytes) and adds
 // kBlockM · d fp32 atomics to dQ_acc (4 bytes each way, through L2):
 //     FLOPs / byte = 10 · kBlockM · kBlockN · d / (4 · kBlockM · d + 8 · kBlockM · d)
 //                  = 10 · kBlockN / 12 ≈ 107 at kBlockN = 128, for either d
-// — far above the H200's ~190 FLOPs per byte of HBM only if the Q/dO re-reads hit L2 (they
-// are read by all ⌈N_kv / 128⌉ CTAs of a head, roughly in step). The atomics are the weak
-// point: kBlockM · d per Q tile per CTA, (N_kv / kBlockN) · N_q · d per head in all, which is
-// why kBlockN is 128 and not 64. Shared memory per warp and Q tile: Q and dO are each read twice
-// (as B of Sᵀ/dPᵀ and, transposed, as B of dK/dV), K and V once, dSᵀ and K for dQ:
-// 8 · kBlockM · d + 4 · 16 · d + … bytes for 8 · 16 · kBlockM · d FLOPs: about 16 FLOPs per
-// byte of shared memory, 2 · 16 rows per ldmatrix fragment less reuse than step 07's forward
-// (32 rows per warp there). At 128 bytes per clock per SM that caps the main loop near
-// 2048 FLOPs per clock per SM, about 2 × below mma.sync's peak.
+// — below the ~135 FLOPs per byte at which mma.sync (~650 TFLOP/s) would outrun the H200's
+// HBM (4.8 TB/s), so the Q and dO re-reads must hit L2: they are read by all ⌈N_kv / 128⌉
+// CTAs of a head, which run roughly in step, and the atomics are L2 operations. The atomics
+// are the weak point: kBlockM · d per Q tile per CTA, (N_kv / kBlockN) · N_q · d per head
+// in all, which is why kBlockN is 128 and not 64.
 //
-// Prediction, to be measured against torch_flash's backward (FlashAttention-2's Sm80 kernel,
-// which also keeps one K/V tile per CTA and adds dQ with atomics): bf16, B = 4, H = 16,
-// N = 4096, d = 128, non-causal: 1.4 · 10¹² FLOPs (2.5 × the forward's); at ~2048 FLOPs per
-// clock per SM on 132 SMs and ~1.8 GHz that is ~3 ms if the shared-memory cap binds, against
-// FlashAttention-2's backward at roughly 45–55% of its forward's speed. Expect this kernel
-// within 1.5–2× of torch_flash, its losses in the shared-memory reads above (FlashAttention-2
-// keeps Q, dO fragments in registers where d allows and uses 64 × 128 tiles with 2 warps
-// along M) and in the scalar atomics (no vector red). Not yet measured.
+// Shared memory, per warp and Q tile (bytes read or written, Element = 2 bytes):
+//   A of Sᵀ, dPᵀ (the warp's K and V rows)       2 · 16 · d · 2        =  64 d
+//   B of Sᵀ, dPᵀ (Q, dO) and of dV, dK (again)   4 · kBlockM · d · 2   =   8 kBlockM d
+//   dSᵀ written, then A of dQ (dS, 16 rows)      16·kBlockM·2 + 16·kBlockN·2
+//   B of dQ (K, the warp's kDqCols dims)         kBlockN · kDqCols · 2
+// for 4 · 2 · 16 · kBlockM · d + 2 · 16 · kBlockN · kDqCols FLOPs:
+//   d = 64,  kBlockM = 64, kDqCols = 32:  655,360 FLOPs / 51,200 B = 12.8 FLOPs per byte
+//   d = 128, kBlockM = 16, kDqCols = 16:  327,680 FLOPs / 33,280 B =  9.8 FLOPs per byte
+// (step 07's forward: ~21 at d = 128). Shared memory serves 128 bytes per clock per SM, so the
+// main loop is capped at ~1,640 (d = 64) and ~1,250 (d = 128) FLOPs per clock per SM, 0.66 and
+// 0.5 of mma.sync's ~2,500 (~650 TFLOP/s on 132 SMs at 1.98 GHz, step 07): shared memory, not
+// the tensor cores, is the expected limit, and d = 128 pays for its small kBlockM.
+//
+// Prediction, to be measured against torch_flash's backward: bf16, B = 4, H = 16, N = 4096,
+// d = 128, non-causal: 1.37 · 10¹² FLOPs (5 products, 2.5 × the forward's). The cap above is
+// ~300 TFLOP/s at 1.8 GHz, 4.6 ms; with the barriers (3 per Q tile), the atomics and the
+// exposed latency of one CTA of 8 warps per SM, expect 50–65% of the cap: 7–9 ms,
+// 150–200 TFLOP/s. FlashAttention-2's own Sm80 backward holds more of Q, dO in registers and
+// uses wider tiles at d = 128; expect this step 1.5–2.5 × slower than torch_flash there, closer
+// at d = 64. Not yet measured.
 // ---------------------------------------------------------------------------------------------
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_>
 struct BwdTraits {
-  using Element = Element_;                   // __nv_bfloat16 or __half
-  static constexpr int kHeadDim = kHeadDim_;  // d
-  static constexpr int kBlockM = kBlockM_;    // query rows per Q tile
-  static constexpr int kBlockN = kBlockN_;    // keys per CTA
+  using Element = Element_;                       // __nv_bfloat16 or __half
+  static constexpr int kHeadDim = kHeadDim_;      // d
+  static constexpr int kBlockM = kBlockM_;        // query rows per Q tile
+  static constexpr int kBlockN = kBlockN_;        // keys per CTA
   static constexpr int kNumWarps = kBlockN / 16;  // one m16 tile of keys per warp
   static constexpr int kNumThreads = 32 * kNumWarps;
   static constexpr int kStages = 2;  // Q, dO, L, D buffers: tile t computed, t + 1 in flight
@@ -125,17 +142,17 @@ struct BwdTraits {
   // as in step 07; dSᵀ is [kBlockN][kBlockM + 8] Elements, padded by one chunk per row.
   static constexpr int kChunksPerRow = kHeadDim * 2 / 16;
   static constexpr int kRowBytes = kHeadDim * 2;
-  static constexpr int kKVBytes = kBlockN * kRowBytes;  // one K or V tile
-  static constexpr int kQBytes = kBlockM * kRowBytes;   // one Q or dO tile (one stage)
+  static constexpr int kKVBytes = kBlockN * kRowBytes;   // one K or V tile
+  static constexpr int kQBytes = kBlockM * kRowBytes;    // one Q or dO tile (one stage)
   static constexpr int kDsRowBytes = (kBlockM + 8) * 2;  // padded: ldmatrix conflict-free
   static constexpr int kDsBytes = kBlockN * kDsRowBytes;
   static constexpr int kRowVecBytes = kBlockM * 4;  // L or D of one Q tile (one stage)
   static constexpr int kOffK = 0;
   static constexpr int kOffV = kOffK + kKVBytes;
-  static constexpr int kOffQ = kOffV + kKVBytes;              // [kStages][kBlockM][kHeadDim]
-  static constexpr int kOffDo = kOffQ + kStages * kQBytes;     // [kStages][kBlockM][kHeadDim]
-  static constexpr int kOffDs = kOffDo + kStages * kQBytes;    // [kBlockN][kBlockM + 8]
-  static constexpr int kOffL = kOffDs + kDsBytes;              // [kStages][kBlockM] fp32
+  static constexpr int kOffQ = kOffV + kKVBytes;                // [kStages][kBlockM][kHeadDim]
+  static constexpr int kOffDo = kOffQ + kStages * kQBytes;      // [kStages][kBlockM][kHeadDim]
+  static constexpr int kOffDs = kOffDo + kStages * kQBytes;     // [kBlockN][kBlockM + 8]
+  static constexpr int kOffL = kOffDs + kDsBytes;               // [kStages][kBlockM] fp32
   static constexpr int kOffD = kOffL + kStages * kRowVecBytes;  // [kStages][kBlockM] fp32
   static constexpr int kSmemBytes = kOffD + kStages * kRowVecBytes;
 
@@ -169,8 +186,8 @@ struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 83 KB smem
   using Traits = BwdTraits<64, 64, 128, Element>;
 };
 template <class Element>
-struct BwdConfig<128, Element> {  // 32 rows × 128 keys, 8 warps: 107 KB smem
-  using Traits = BwdTraits<128, 32, 128, Element>;
+struct BwdConfig<128, Element> {  // 16 rows × 128 keys, 8 warps: 86 KB smem (32 rows spill)
+  using Traits = BwdTraits<128, 16, 128, Element>;
 };
 
 /// \brief The kernels' parameters for problem `prob` (api.cu).

@@ -22,8 +22,9 @@
 //
 // Cases, for d = 64 and 128, bf16 and fp16: one Q tile and one K/V tile (ragged), several of
 // each (atomics from two CTAs), causal on the diagonal, causal with N_q > N_kv (rows that see
-// no key: dQ exactly 0), GQA (the group summed in the CTA), the [B, H, N, d] layout, and a NaN
-// in the last key's K and V (the exact path: only the rows that see that key may turn NaN).
+// no key: dQ exactly 0), GQA (the group summed in the CTA), the [B, H, N, d] layout, a NaN
+// in the last key's K and V (the exact path: only the rows that see that key may turn NaN),
+// and the deterministic mode (dQ from one slab per CTA; a second run must be bitwise equal).
 //
 // Exit status: 0 all pass, 1 a failure, 77 no usable device or compute capability below 8.0.
 //
@@ -33,6 +34,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -93,7 +96,8 @@ bool probe_case(const fa::StepInfo& step, Problem p, std::uint64_t seed, bool na
   dev.download(&dq, &dk, &dv);
   CUDA_CHECK(cudaMemcpy(ws.data(), dev.workspace(), ws_bytes, cudaMemcpyDeviceToHost));
   const std::size_t nq = static_cast<std::size_t>(p.q_elems());
-  const std::vector<float> delta(ws.begin() + static_cast<std::ptrdiff_t>(nq), ws.end());
+  // D is the workspace's last B · H_q · N_q floats in either mode.
+  const std::vector<float> delta(ws.end() - p.lse_elems(), ws.end());
 
   bool ok = true;
   if (!nan_last_key) {
@@ -105,13 +109,14 @@ bool probe_case(const fa::StepInfo& step, Problem p, std::uint64_t seed, bool na
       for (int h = 0; h < p.heads_q; ++h)
         for (int i = 0; i < p.n_q; ++i)
           for (int x = 0; x < p.head_dim; ++x)
-            ref_acc[e++] = want.ref.dq[static_cast<std::size_t>(b * s.batch + h * s.head +
-                                                                i * s.row + x)];
+            ref_acc[e++] =
+                want.ref.dq[static_cast<std::size_t>(b * s.batch + h * s.head + i * s.row + x)];
     const std::vector<float> acc(ws.begin(), ws.begin() + static_cast<std::ptrdiff_t>(nq));
     ok &= report(name, "D", relative_error(delta, want.ref.delta, 1.0));
     ok &= report(name, "dV", relative_error(dv, want.ref.dv, 1.0));
     ok &= report(name, "dK", relative_error(dk, want.ref.dk, 1.0));
-    ok &= report(name, "dQ_acc", relative_error(acc, ref_acc, 1.0 / p.softmax_scale()));
+    if (!p.deterministic)  // deterministic: one slab per CTA, summed by the convert kernel
+      ok &= report(name, "dQ_acc", relative_error(acc, ref_acc, 1.0 / p.softmax_scale()));
     ok &= report(name, "dQ", relative_error(dq, want.ref.dq, 1.0));
   } else {
     // Only rows that see the last key (head 0) may hold a NaN in dQ.
@@ -123,8 +128,8 @@ bool probe_case(const fa::StepInfo& step, Problem p, std::uint64_t seed, bool na
         for (int x = 0; x < p.head_dim; ++x)
           finite &= std::isfinite(dq[static_cast<std::size_t>(h * s.head + i * s.row + x)]);
       }
-    std::printf("  %-4s %-8s dQ finite where the NaN key is hidden  %s\n",
-                finite ? "PASS" : "FAIL", "mask", name.c_str());
+    std::printf("  %-4s %-8s dQ finite where the NaN key is hidden  %s\n", finite ? "PASS" : "FAIL",
+                "mask", name.c_str());
     ok &= finite;
   }
   if (p.causal && p.n_q > p.n_kv) {  // rows 0 … N_q − N_kv − 1 see no key: dQ exactly 0
@@ -137,6 +142,20 @@ bool probe_case(const fa::StepInfo& step, Problem p, std::uint64_t seed, bool na
     std::printf("  %-4s %-8s dQ = 0 on rows that see no key  %s\n", zero ? "PASS" : "FAIL",
                 "masked", name.c_str());
     ok &= zero;
+  }
+  if (p.deterministic) {  // a second run, bitwise the same
+    fa::DeviceBackward again(in, want.o, want.lse, want.d_o, ws_bytes);
+    again.poison();
+    fa::run_backward(step, p, again.tensors(), again.workspace());
+    std::vector<float> dq2, dk2, dv2;
+    again.download(&dq2, &dk2, &dv2);
+    const auto same = [](const std::vector<float>& x, const std::vector<float>& y) {
+      return std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+    };
+    const bool repeat = same(dq, dq2) && same(dk, dk2) && same(dv, dv2);
+    std::printf("  %-4s %-8s a second run is bitwise the same  %s\n", repeat ? "PASS" : "FAIL",
+                "repeat", name.c_str());
+    ok &= repeat;
   }
   const std::string v = fa::ref::verdict_backward(p, dq, dk, dv, want);
   std::printf("  %-4s %-8s %s%s%s\n", v.empty() ? "PASS" : "FAIL", "verdict", name.c_str(),
@@ -174,16 +193,19 @@ int main() {
         bool nan_last_key;
       };
       const Case cases[] = {
-          {make_problem(1, 1, 1, 20, 50, d, false), false},     // one tile each, ragged
-          {make_problem(1, 1, 1, 100, 200, d, false), false},   // two K/V CTAs, several Q tiles
-          {make_problem(1, 2, 2, 77, 77, d, true), false},      // causal, the diagonal
-          {make_problem(1, 2, 2, 100, 36, d, true), false},     // rows that see no key
-          {make_problem(2, 4, 2, 70, 150, d, true), false},     // GQA, causal, N_q < N_kv
+          {make_problem(1, 1, 1, 20, 50, d, false), false},    // one tile each, ragged
+          {make_problem(1, 1, 1, 100, 200, d, false), false},  // two K/V CTAs, several Q tiles
+          {make_problem(1, 2, 2, 77, 77, d, true), false},     // causal, the diagonal
+          {make_problem(1, 2, 2, 100, 36, d, true), false},    // rows that see no key
+          {make_problem(2, 4, 2, 70, 150, d, true), false},    // GQA, causal, N_q < N_kv
           {make_problem(1, 4, 1, 40, 40, d, false, Layout::BHND), false},  // MQA, BHND
-          {make_problem(1, 2, 2, 77, 77, d, true), true},       // the exact path
+          {make_problem(1, 2, 2, 77, 77, d, true), true},                  // the exact path
+          {make_problem(1, 2, 1, 100, 300, d, true), false},  // deterministic (last): 3 slabs
       };
-      for (Case c : cases) {
+      for (std::size_t n = 0; n < std::size(cases); ++n) {
+        Case c = cases[n];
         c.p.dtype = t;
+        c.p.deterministic = n + 1 == std::size(cases);
         ok &= probe_case(*step, c.p, seed++, c.nan_last_key);
       }
     }
