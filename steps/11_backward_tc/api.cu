@@ -53,7 +53,7 @@
 // (kernel_traits.cuh). One CTA per SM.
 //
 // Compile one file alone, with its register counts:
-//   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -gencode arch=compute_90,code=sm_90 -I. \
+//   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -gencode arch=compute_90,code=sm_90 -I.
 //        -Xptxas -v -c steps/11_backward_tc/flash_bwd_d128_bf16.cu
 //
 // Build and test:
