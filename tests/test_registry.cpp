@@ -100,6 +100,9 @@ TEST_CASE("launch checks catch null and misaligned pointers", "[registry]") {
       const std::string e = fa::check_backward_launch(*s, det, b, h200_limits());
       CHECK(e.empty() == offers);
       if (!offers) CHECK(mentions(e, "deterministic (true)"));
+      // A mode that sums dQ from partials keeps them in the workspace, never in less of it.
+      if (s->backward_deterministic_mode && s->backward_workspace_bytes)
+        CHECK(s->backward_workspace_bytes(det) >= s->backward_workspace_bytes(p));
     } else {
       CHECK(mentions(fa::check_backward_launch(*s, p, fa::BackwardTensors{}, h200_limits()),
                      "has no backward pass"));
