@@ -104,6 +104,34 @@ __device__ __forceinline__ void store_transposed(uint32_t s_ds,
   }
 }
 
+/// \brief The exact path's dQ_acc += dS K for one Q tile, pair by pair: row r sees a prefix of
+/// the keys (mask.cuh). Not inlined: it runs while the caller holds dK and dV in registers,
+/// and on its own it needs few.
+template <class Traits, bool IsCausal>
+__device__ __noinline__ void exact_dq(const BwdParams& p, const unsigned char* smem, float* dq_rows,
+                                      int i0, int j0) {
+  using Element = typename Traits::Element;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  const Element* ds = reinterpret_cast<const Element*>(smem + Traits::kOffDs);
+  const unsigned char* k_tile = smem + Traits::kOffK;
+  for (int e = threadIdx.x; e < Traits::kBlockM * kHeadDim; e += Traits::kNumThreads) {
+    const int r = e / kHeadDim, c = e % kHeadDim;
+    if (i0 + r >= p.n_q) break;  // e only grows, and so does r
+    const int limit = kv_limit<IsCausal>(i0 + r, p.n_q, p.n_kv) - j0;
+    float sum = 0.f;
+    for (int key = 0; key < Traits::kBlockN && key < limit; ++key)
+      sum = fmaf(
+          static_cast<float>(ds[key * (Traits::kDsRowBytes / 2) + r]),
+          static_cast<float>(*reinterpret_cast<const Element*>(k_tile + Traits::element(key, c))),
+          sum);
+    float* at = dq_rows + r * kHeadDim + c;
+    if (p.deterministic)
+      *at = sum;
+    else
+      atomicAdd(at, sum);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 1. D = rowsum(dO ∘ O), and dQ_acc = 0. One warp per row of [B, H_q, N_q], grid-stride.
 // ---------------------------------------------------------------------------------------------
@@ -294,7 +322,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.f;
-#pragma unroll
+#pragma unroll 2  // not fully: fewer fragments loaded ahead, no spills at d = 128
     for (int ks = 0; ks < kKStepsS; ++ks) {
       uint32_t ak[4], av[4];
       ldmatrix_x4(ak, sK + (a_lane ^ (32 * ks)));
@@ -354,25 +382,28 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                                tile_has_nonfinite<Traits>(sdOs, Traits::kQBytes)) != 0;
 
     // Σ over the tile's rows the key sees of w[key][row] · x[row][dim], for the lane's own
-    // accumulator elements: the exact path of dV += Pᵀ dO and dK += dSᵀ Q.
-    auto exact_update = [&](float(&acc)[kNTilesD][4], uint32_t s_x) {
-      const Element* w = reinterpret_cast<const Element*>(smem + Traits::kOffDs);
+    // accumulator elements: the exact path of dV += Pᵀ dO and dK += dSᵀ Q. Rows outermost, so
+    // that only one row's values are live next to the accumulators.
+    auto exact_update = [&](float(&acc)[kNTilesD][4], int w_offset, uint32_t s_x) {
+      const Element* w = reinterpret_cast<const Element*>(smem + w_offset);
       const unsigned char* x = smem + (s_x - s0);
-#pragma unroll  // static indices into acc: it stays in registers
-      for (int nt = 0; nt < kNTilesD; ++nt)
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int key = key0 + 8 * (k / 2), dim = 8 * nt + 2 * t + k % 2;
-          float sum = acc[nt][k];
 #pragma unroll 1
-          for (int r = 0; r < kBlockM; ++r)
-            if (visible<IsCausal>(i0 + r, j0 + key, p.n_q, p.n_kv))
-              sum = fmaf(static_cast<float>(w[key * (kDsRowBytes / 2) + r]),
-                         static_cast<float>(
-                             *reinterpret_cast<const Element*>(x + Traits::element(r, dim))),
-                         sum);
-          acc[nt][k] = sum;
+      for (int r = 0; r < kBlockM && i0 + r < p.n_q; ++r) {
+        const int limit = kv_limit<IsCausal>(i0 + r, p.n_q, p.n_kv) - j0;  // keys of the tile
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int key = key0 + 8 * hh;
+          if (key >= limit) continue;  // hidden from row r: skipped, never multiplied by 0
+          const float wv = static_cast<float>(w[key * (kDsRowBytes / 2) + r]);
+#pragma unroll  // static indices into acc: it stays in registers
+          for (int nt = 0; nt < kNTilesD; ++nt) {
+            const Element* xe =
+                reinterpret_cast<const Element*>(x + Traits::element(r, 8 * nt + 2 * t));
+            acc[nt][2 * hh] = fmaf(wv, static_cast<float>(xe[0]), acc[nt][2 * hh]);
+            acc[nt][2 * hh + 1] = fmaf(wv, static_cast<float>(xe[1]), acc[nt][2 * hh + 1]);
+          }
         }
+      }
     };
 
     // ---- dV += Pᵀ dO, dK += dSᵀ Q: the warp's 16 keys × d, fp32 registers -----------------
@@ -390,11 +421,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           mma_m16n8k16<Element>(acc_dk[2 * dp2 + 1], dsa[kk], bq[2], bq[3]);
         }
       }
-    } else {
-      store_transposed<Traits>(sDs, pa, warp, g, t);
-      __syncthreads();
-      exact_update(acc_dv, sdOs);
-      __syncthreads();  // every warp has read Pᵀ before dSᵀ overwrites it
+    } else {  // Pᵀ to shared memory as well, for the exact dV below
+      store_transposed<Traits>(s0 + Traits::kOffP, pa, warp, g, t);
     }
 
     // ---- dSᵀ → shared memory, for dQ = dS K (its rows are the Q tile's rows) --------------
@@ -418,7 +446,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       for (int nt = 0; nt < kNTilesDq; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc_dq[nt][e] = 0.f;
-#pragma unroll
+#pragma unroll 2                                // as for Sᵀ
       for (int kk = 0; kk < kKStepsDq; ++kk) {  // 16 keys per step
         uint32_t a[4];
         ldmatrix_x4_trans(a, sDs + kk * 16 * kDsRowBytes + ds_lane);
@@ -441,22 +469,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
             add_dq(dq_rows + row * kHeadDim + dq_c + 8 * nt + 2 * t + k % 2, acc_dq[nt][k]);
         }
     } else {
-      exact_update(acc_dk, sQs);
-      // dQ of the tile pair by pair: row r sees a prefix of the keys (mask.cuh).
-      const Element* ds = reinterpret_cast<const Element*>(smem + Traits::kOffDs);
-      const unsigned char* k_tile = smem + Traits::kOffK;
-      for (int e = tid; e < kBlockM * kHeadDim; e += Traits::kNumThreads) {
-        const int r = e / kHeadDim, c = e % kHeadDim;
-        if (i0 + r >= p.n_q) break;  // e only grows, and so does r
-        const int limit = kv_limit<IsCausal>(i0 + r, p.n_q, p.n_kv) - j0;
-        float sum = 0.f;
-        for (int key = 0; key < kBlockN && key < limit; ++key)
-          sum = fmaf(static_cast<float>(ds[key * (kDsRowBytes / 2) + r]),
-                     static_cast<float>(
-                         *reinterpret_cast<const Element*>(k_tile + Traits::element(key, c))),
-                     sum);
-        add_dq(dq_rows + r * kHeadDim + c, sum);
-      }
+      exact_update(acc_dv, Traits::kOffP, sdOs);
+      exact_update(acc_dk, Traits::kOffDs, sQs);
+      exact_dq<Traits, IsCausal>(p, smem, dq_rows, i0, j0);
     }
   }
 

@@ -72,19 +72,22 @@ struct BwdParams {
 // Registers (per lane, fp32 unless said): dK and dV accumulators 2 · 16·d/32 = d (128 at
 // d = 128, 64 at d = 64), held for the whole kernel; Sᵀ and dPᵀ 2 · 16·kBlockM/32 = kBlockM;
 // Pᵀ and dSᵀ as 16-bit A fragments kBlockM/4 each; the warp's part of dQ
-// 16 · kDqCols / 32 (16 at d = 64, 8 at d = 128). So kBlockM is what d leaves. At d = 64,
-// 64 + 64 + 32 + 16 ≈ 180 plus addresses: kBlockM = 64 fits (240 and 249 registers, no
-// spills; CUDA 13.0, sm_90). At d = 128, kBlockM = 32 would make 128 + 32 + 16 + 16 ≈ 192
-// plus the addresses, the per-row L, D and mask limits and the fragments in flight: ptxas
-// spills (24 bytes non-causal, 160 bytes causal), so kBlockM = 16 (255 registers, no spills).
-// The cost of 16: each K and V fragment a warp loads feeds two mmas instead of four, and a Q
-// tile's three barriers are paid for half the work. Which is faster is for a measurement.
+// 16 · kDqCols / 32 = 16 (kDqCols = 32 at both d). So kBlockM is what d leaves: at d = 64,
+// 64 + 64 + 32 + 16 ≈ 180 plus addresses, kBlockM = 64; at d = 128, 128 + 32 + 16 + 16 ≈ 192
+// plus addresses, the per-row L, D and mask limits and the fragments in flight, kBlockM = 32.
+// That is at ptxas's edge (CUDA 13.0, sm_90): it took three things to keep d = 128 free of
+// spills — the k loops of Sᵀ and dQ unrolled by 2, not fully (fewer fragments loaded ahead),
+// the exact path's dQ loop in a function of its own (flash_bwd_kernel.cuh), and Pᵀ given a
+// shared-memory tile of its own there, so Pᵀ and dSᵀ are stored together and dropped. With
+// kBlockM = 16 there is room to spare, but each K and V fragment a warp loads then feeds two
+// mmas instead of four, and a Q tile's barriers are paid for half the work.
 //
 // Shared memory: K and V (kBlockN × d each, whole kernel), Q and dO double-buffered
 // (2 · kBlockM × d each, cp.async: the next Q tile lands while this one is computed), L and D
-// of the Q tile (double-buffered with it), dSᵀ (kBlockN × (kBlockM + 8), 16 bits):
-//     d = 64,  kBlockM = 64:  32 KB + 32 KB + 18 KB + 1 KB = 83 KB
-//     d = 128, kBlockM = 16:  64 KB + 16 KB + 6 KB + 0.25 KB = 86 KB
+// of the Q tile (double-buffered with it), dSᵀ and Pᵀ (kBlockN × (kBlockM + 8), 16 bits;
+// Pᵀ is written only on the exact path):
+//     d = 64,  kBlockM = 64:  32 KB + 32 KB + 2 · 18 KB + 1 KB = 101 KB
+//     d = 128, kBlockM = 32:  64 KB + 32 KB + 2 · 10 KB + 0.5 KB = 116.5 KB
 // One CTA (8 warps) per SM: the registers (~250 · 256 threads) allow no second one.
 //
 // FLOPs per byte. Per Q tile a CTA computes five products of 2 · kBlockM · kBlockN · d FLOPs
@@ -105,17 +108,17 @@ struct BwdParams {
 //   B of dQ (K, the warp's kDqCols dims)         kBlockN · kDqCols · 2
 // for 4 · 2 · 16 · kBlockM · d + 2 · 16 · kBlockN · kDqCols FLOPs:
 //   d = 64,  kBlockM = 64, kDqCols = 32:  655,360 FLOPs / 51,200 B = 12.8 FLOPs per byte
-//   d = 128, kBlockM = 16, kDqCols = 16:  327,680 FLOPs / 33,280 B =  9.8 FLOPs per byte
+//   d = 128, kBlockM = 32, kDqCols = 32:  655,360 FLOPs / 54,272 B = 12.1 FLOPs per byte
 // (step 07's forward: ~21 at d = 128). Shared memory serves 128 bytes per clock per SM, so the
-// main loop is capped at ~1,640 (d = 64) and ~1,250 (d = 128) FLOPs per clock per SM, 0.66 and
-// 0.5 of mma.sync's ~2,500 (~650 TFLOP/s on 132 SMs at 1.98 GHz, step 07): shared memory, not
-// the tensor cores, is the expected limit, and d = 128 pays for its small kBlockM.
+// main loop is capped at ~1,640 (d = 64) and ~1,550 (d = 128) FLOPs per clock per SM, about
+// 0.65 of mma.sync's ~2,500 (~650 TFLOP/s on 132 SMs at 1.98 GHz, step 07): shared memory, not
+// the tensor cores, is the expected limit.
 //
 // Prediction, to be measured against torch_flash's backward: bf16, B = 4, H = 16, N = 4096,
 // d = 128, non-causal: 1.37 · 10¹² FLOPs (5 products, 2.5 × the forward's). The cap above is
-// ~300 TFLOP/s at 1.8 GHz, 4.6 ms; with the barriers (3 per Q tile), the atomics and the
-// exposed latency of one CTA of 8 warps per SM, expect 50–65% of the cap: 7–9 ms,
-// 150–200 TFLOP/s. FlashAttention-2's own Sm80 backward holds more of Q, dO in registers and
+// ~370 TFLOP/s at 1.8 GHz, 3.7 ms; with the barriers (2 per Q tile), the atomics and the
+// exposed latency of one CTA of 8 warps per SM, expect 50–65% of the cap: 5.7–7.5 ms,
+// 180–240 TFLOP/s. FlashAttention-2's own Sm80 backward holds more of Q, dO in registers and
 // uses wider tiles at d = 128; expect this step 1.5–2.5 × slower than torch_flash there, closer
 // at d = 64. Not yet measured.
 // ---------------------------------------------------------------------------------------------
@@ -152,7 +155,8 @@ struct BwdTraits {
   static constexpr int kOffQ = kOffV + kKVBytes;                // [kStages][kBlockM][kHeadDim]
   static constexpr int kOffDo = kOffQ + kStages * kQBytes;      // [kStages][kBlockM][kHeadDim]
   static constexpr int kOffDs = kOffDo + kStages * kQBytes;     // [kBlockN][kBlockM + 8]
-  static constexpr int kOffL = kOffDs + kDsBytes;               // [kStages][kBlockM] fp32
+  static constexpr int kOffP = kOffDs + kDsBytes;               // the same, Pᵀ: exact path only
+  static constexpr int kOffL = kOffP + kDsBytes;                // [kStages][kBlockM] fp32
   static constexpr int kOffD = kOffL + kStages * kRowVecBytes;  // [kStages][kBlockM] fp32
   static constexpr int kSmemBytes = kOffD + kStages * kRowVecBytes;
 
@@ -182,12 +186,12 @@ struct BwdTraits {
 template <int kHeadDim, class Element>
 struct BwdConfig;
 template <class Element>
-struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 83 KB smem
+struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 101 KB smem
   using Traits = BwdTraits<64, 64, 128, Element>;
 };
 template <class Element>
-struct BwdConfig<128, Element> {  // 16 rows × 128 keys, 8 warps: 86 KB smem (32 rows spill)
-  using Traits = BwdTraits<128, 16, 128, Element>;
+struct BwdConfig<128, Element> {  // 32 rows × 128 keys, 8 warps: 116.5 KB smem
+  using Traits = BwdTraits<128, 32, 128, Element>;
 };
 
 /// \brief The kernels' parameters for problem `prob` (api.cu).
