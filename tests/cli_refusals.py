@@ -4,10 +4,10 @@
 Runs one program (tour, a step's program, 00_cpu_reference, bench_all, a bench_NN, sweep,
 variants_07, ceilings, a backward step's bench_NN) with each bad input of its table below and
 checks: exit status 2, exactly one "error:" line on stderr, and that line names the option
-and its accepted range (a regex); and that --help still exits 0. For the tour, also a long sequence that it must accept: it
-checks sampled rows, says so, and stays within bounded host memory and time (the full
-reference would need 2·N² doubles per head, 34 GB here). ctest runs one entry per program
-(label "cli"):
+and its accepted range (a regex); and that --help still exits 0. For the tour, also a long
+sequence that it must accept: it checks sampled rows, says so, and stays within bounded host
+memory and time (the full reference would need 2·N² doubles per head, 34 GB here). ctest
+runs one entry per program (label "cli"):
 
     tests/cli_refusals.py <bin dir> <program>
 """
