@@ -46,7 +46,7 @@
 // them; fp16 and bf16 compile to the same counts):
 //
 //   d    tile (rows × keys)  warps  smem      registers non-causal / causal  stack (spills)
-//   64   64 × 128            8      101 KB    243 / 247                      none
+//   64   64 × 128            8      101 KB    241 / 248                      none
 //   128  32 × 128            8      116.5 KB  250 / 255                      none
 //
 // and the D and convert kernels 30 and 28 registers. One CTA per SM. d = 128 is at the edge:
@@ -60,9 +60,9 @@
 //   cmake --build build --target test_11_backward_tc probe_11_backward_tc &&
 //     build/bin/probe_11_backward_tc && ctest --test-dir build -L 11_backward_tc
 //
-// Not yet: measured against torch_flash (the prediction is in kernel_traits.cuh); tiles not
-// tuned; the deterministic mode's memory not bounded (no chunking of the slabs); dK and dV
-// leave through 4-byte stores, not step 07's staged 16-byte ones.
+// Not yet: measured against torch_flash (the prediction is in kernel_traits.cuh; the step's
+// own time: bin/bench_11_backward_tc); tiles not tuned; the deterministic mode's memory not
+// bounded (no chunking of the slabs).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -13,7 +13,7 @@
 //          dV += Pᵀ dO,  dK += dSᵀ Q         Pᵀ, dSᵀ → 16 bits → A fragments, registers only
 //          dSᵀ → shared memory; __syncthreads()
 //          dQ_acc += dS K                     mma.sync on ldmatrix.trans of dSᵀ, fp32 atomics
-//        dK = scale · dK, dV → 16 bits → device memory (once, no atomics)
+//        dK = scale · dK, dV → 16 bits → shared memory → 16-byte stores (once, no atomics)
 //   3. bwd_convert_dq_kernel   dQ = scale · dQ_acc → 16 bits, in Q's layout
 //
 // kernel_traits.cuh says why the warps split the keys and why Sᵀ rather than S.
@@ -476,19 +476,33 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   }
 
   // ---- dK = scale · dK, dV: this CTA alone owns its keys (the group summed above) ----------
-  Element* dk = static_cast<Element*>(p.dk) + kv_off;
-  Element* dv = static_cast<Element*>(p.dv) + kv_off;
+  // As step 07's O: through shared memory, so that every store to device memory is 16
+  // contiguous bytes (a lane's accumulators are 4-byte pairs spread over 2 rows). The staging
+  // area is the warp's own 16 rows of the K and V tiles, once every warp is done reading them.
+  __syncthreads();
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    const int j = j0 + key0 + 8 * hh;
-    if (j >= p.n_kv) continue;
+    const int row = key0 + 8 * hh;
 #pragma unroll
-    for (int nt = 0; nt < kNTilesD; ++nt) {
-      const int off = j * p.kv_row_stride + 8 * nt + 2 * t;
-      st_global_b32(dk + off, pack_pair<Element>(p.scale * acc_dk[nt][2 * hh],
-                                                 p.scale * acc_dk[nt][2 * hh + 1]));
-      st_global_b32(dv + off, pack_pair<Element>(acc_dv[nt][2 * hh], acc_dv[nt][2 * hh + 1]));
+    for (int nt = 0; nt < kNTilesD; ++nt) {  // dims 8nt + 2t, +1: chunk nt, bytes 4t … 4t+3
+      st_shared_u32(
+          sK + Traits::swizzle(row, nt) + 4 * t,
+          pack_pair<Element>(p.scale * acc_dk[nt][2 * hh], p.scale * acc_dk[nt][2 * hh + 1]));
+      st_shared_u32(sV + Traits::swizzle(row, nt) + 4 * t,
+                    pack_pair<Element>(acc_dv[nt][2 * hh], acc_dv[nt][2 * hh + 1]));
     }
+  }
+  __syncwarp();  // the warp reads back only its own rows
+  Element* dk = static_cast<Element*>(p.dk) + kv_off;
+  Element* dv = static_cast<Element*>(p.dv) + kv_off;
+  constexpr int kChunksPerRow = Traits::kChunksPerRow;
+  for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
+    const int row = 16 * warp + c / kChunksPerRow, chunk = c % kChunksPerRow;
+    const int j = j0 + row;
+    if (j >= p.n_kv) break;  // c only grows, and so does the row
+    const int off = j * p.kv_row_stride + chunk * 8;
+    st_global_v4(dk + off, ld_shared_v4(sK + Traits::swizzle(row, chunk)));
+    st_global_v4(dv + off, ld_shared_v4(sV + Traits::swizzle(row, chunk)));
   }
 }
 

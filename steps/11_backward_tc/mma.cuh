@@ -1,6 +1,5 @@
 // mma.cuh — step 07's four PTX instructions and fragment layouts, copied (a step is
-// self-contained), plus what the backward adds at the end: a 4-byte cp.async for L and D, and
-// 4-byte global stores of packed pairs for dK and dV.
+// self-contained), plus what the backward adds at the end: a 4-byte cp.async for L and D.
 //
 // Step 07's text, unchanged: the four PTX instructions it is built on, and who holds what.
 //
@@ -214,11 +213,6 @@ __device__ __forceinline__ void cp_async_4(uint32_t smem_addr, const void* gmem,
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr), "l"(gmem),
                "r"(src_bytes)
                : "memory");
-}
-
-/// \brief One 32-bit register (a packed pair of Elements) → global memory.
-__device__ __forceinline__ void st_global_b32(void* gmem, uint32_t v) {
-  asm volatile("st.global.b32 [%0], %1;\n" ::"l"(gmem), "r"(v) : "memory");
 }
 
 }  // namespace fa::step11
