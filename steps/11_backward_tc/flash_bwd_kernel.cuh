@@ -16,6 +16,10 @@
 //        dK = scale · dK, dV → 16 bits → shared memory → 16-byte stores (once, no atomics)
 //   3. bwd_convert_dq_kernel   dQ = scale · dQ_acc → 16 bits, in Q's layout
 //
+// Deterministic mode (Problem::deterministic): the main kernel stores its part of dQ into a
+// slab of its own instead of adding it atomically, nothing is zeroed, and the convert kernel
+// sums the slabs of the CTAs that visited each row in a fixed order (api.cu: what it costs).
+//
 // kernel_traits.cuh says why the warps split the keys and why Sᵀ rather than S.
 //
 // Masking and NaN. Every entry of Pᵀ and dSᵀ is chosen by a select: a (row, key) pair that is
