@@ -102,6 +102,7 @@ std::string Problem::describe() const {
   os << "B=" << batch << " Hq=" << heads_q << " Hkv=" << heads_kv << " Nq=" << n_q
      << " Nkv=" << n_kv << " d=" << head_dim << (causal ? " causal " : " full ")
      << dtype_name(dtype) << ' ' << layout_name(layout);
+  if (deterministic) os << " deterministic";
   return os.str();
 }
 

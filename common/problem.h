@@ -65,6 +65,11 @@ struct Problem {
   bool causal = false;           ///< causal mask, bottom-right aligned (see kv_end())
   DType dtype = DType::F32;      ///< element type of Q, K, V and O
   Layout layout = Layout::BNHD;  ///< memory layout of Q, K, V and O
+  /// Backward only: dQ, dK and dV bitwise the same from run to run. A backward step refuses it
+  /// unless it offers it (StepInfo::backward_deterministic_mode, or gradients that are
+  /// deterministic anyway); it may cost workspace. The forward passes ignore it (they use no
+  /// floating-point atomics).
+  bool deterministic = false;
 
   /// \brief The scale actually used: `scale` if set, else 1/sqrt(d).
   /// \return the softmax scale

@@ -176,6 +176,10 @@ std::string check_backward_launch(const StepInfo& step, const Problem& p, const 
                                   const DeviceLimits& device) {
   if (std::string e = check_step(step, p); !e.empty()) return e;
   if (step.backward == nullptr) return std::string("step ") + step.name + " has no backward pass";
+  if (p.deterministic && !(step.backward_deterministic_dkdv &&
+                           (step.backward_deterministic_dq || step.backward_deterministic_mode)))
+    return std::string("deterministic (true) is not supported by step ") + step.name +
+           "'s backward (its gradients are summed with floating-point atomics)";
   const int a = step.alignment;
   if (std::string e = check_pointers(step.name, {{"q", t.q, a},
                                                  {"k", t.k, a},

@@ -69,8 +69,13 @@ struct StepInfo {
   void (*backward)(const Problem&, const BackwardTensors&, void* workspace, Stream) = nullptr;
   /// dK and dV are bitwise the same from run to run (no floating-point atomics on them).
   bool backward_deterministic_dkdv = false;
-  /// dQ is bitwise the same from run to run (false when it is summed with atomics).
+  /// dQ is bitwise the same from run to run (false when it is summed with atomics), in the
+  /// default mode (Problem::deterministic false).
   bool backward_deterministic_dq = false;
+  /// With Problem::deterministic set, dQ is bitwise the same from run to run too (e.g. summed
+  /// in a fixed order from partials in the workspace, which backward_workspace_bytes then
+  /// counts). A step whose gradients are all deterministic anyway accepts the flag without it.
+  bool backward_deterministic_mode = false;
   ///@}
 };
 
@@ -124,9 +129,10 @@ std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTen
 /// \param step the step \param device the device's limits \return "" or the reason
 std::string device_refusal(const StepInfo& step, const DeviceLimits& device);
 
-/// \brief check_step plus what a backward launch needs: the step has a backward pass, every
-/// pointer of `t` is set and aligned (step.alignment; 4 bytes for L), and the backward's
-/// device limits (step.check_backward_device). "" when the launch may go ahead.
+/// \brief check_step plus what a backward launch needs: the step has a backward pass, offers
+/// Problem::deterministic if it is set, every pointer of `t` is set and aligned
+/// (step.alignment; 4 bytes for L), and the backward's device limits
+/// (step.check_backward_device). "" when the launch may go ahead.
 /// \param step the step \param p the problem \param t the device pointers
 /// \param device the limits of the device the launch would run on \return "" or the message
 std::string check_backward_launch(const StepInfo& step, const Problem& p, const BackwardTensors& t,

@@ -2,12 +2,12 @@
 """cli_refusals.py — every program refuses bad input the same way, without a GPU.
 
 Runs one program (tour, a step's program, 00_cpu_reference, bench_all, a bench_NN, sweep,
-variants_07) with each bad input of its table below and checks: exit status 2, exactly one
-"error:" line on stderr, and that line names the option and its accepted range (a regex);
-and that --help still exits 0. For the tour, also a long sequence that it must accept: it
-checks sampled rows, says so, and stays within bounded host memory and time (the full
-reference would need 2·N² doubles per head, 34 GB here). ctest runs one entry per program
-(label "cli"):
+variants_07, ceilings, a backward step's bench_NN) with each bad input of its table below and
+checks: exit status 2, exactly one "error:" line on stderr, and that line names the option
+and its accepted range (a regex); and that --help still exits 0. For the tour, also a long
+sequence that it must accept: it checks sampled rows, says so, and stays within bounded host
+memory and time (the full reference would need 2·N² doubles per head, 34 GB here). ctest
+runs one entry per program (label "cli"):
 
     tests/cli_refusals.py <bin dir> <program>
 """
@@ -131,6 +131,19 @@ VARIANTS = [
     ("--warmup x", r"--warmup: Value x not in range 0 to 10000"),
 ]
 
+# A backward step's timing program (bench_NN for a step with a backward pass only).
+BENCH_BACKWARD = [
+    ("-n 0", r"--n: Value 0 not in range " + INT),
+    ("--heads-q 6 --heads-kv 4", r"heads_q \(6\) must be a multiple of heads_kv \(4\)"),
+    ("--d 96", r"head_dim \(96\) is not supported by step 11_backward_tc \(supported: 64 128\)"),
+    ("--dtype fp32", r"dtype \(fp32\) is not supported by step 11_backward_tc"),
+    ("--layout nhd", r"--layout: nhd not in \{bnhd,bhnd\}"),
+    ("--reps 0", r"--reps: Value 0 not in range 1 to 10000"),
+    ("--warmup -1", r"--warmup: Value -1 not in range 0 to 1000"),
+    ("--queue-ahead-cycles -5", r"--queue-ahead-cycles: Value -5 not in range 0 to"),
+    ("--bogus", r"--bogus"),
+]
+
 CEILINGS = [
     ("--size 10", r"--size: Value 10 not in range 64 to 32768"),
     ("--reps 0", r"--reps: Value 0 not in range 1 to 10000"),
@@ -163,6 +176,7 @@ CASES = {
     "sweep": SWEEP,
     "variants_07": VARIANTS,
     "ceilings": CEILINGS,
+    "bench_11_backward_tc": BENCH_BACKWARD,
 }
 
 

@@ -237,6 +237,21 @@ TEST_CASE("backward: bitwise-identical gradients where the step promises them", 
       // What is not promised bitwise must still pass on every run.
       REQUIRE(verdict(p, b, want).empty());
     }
+    // The deterministic mode (Problem::deterministic), where the step offers one: every
+    // gradient bitwise the same, and still right.
+    if (!step->backward_deterministic_mode) continue;
+    fa::HostInputs in_det = in;
+    in_det.problem.deterministic = true;
+    const Problem& pd = in_det.problem;
+    INFO("deterministic mode: " << pd.describe());
+    const Grads c = run_backward_on_device(*step, in_det, want);
+    REQUIRE(verdict(pd, c, want).empty());
+    for (int rep = 0; rep < 3; ++rep) {
+      const Grads d = run_backward_on_device(*step, in_det, want);
+      REQUIRE(same(c.dq, d.dq));
+      REQUIRE(same(c.dk, d.dk));
+      REQUIRE(same(c.dv, d.dv));
+    }
   }
 }
 

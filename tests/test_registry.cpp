@@ -91,6 +91,18 @@ TEST_CASE("launch checks catch null and misaligned pointers", "[registry]") {
       fa::Problem bad = p;
       bad.n_q = 0;  // the problem's own validation first, as for the forward
       CHECK(mentions(fa::check_backward_launch(*s, bad, b, h200_limits()), "n_q (0)"));
+      // The deterministic mode: accepted where the step offers it (or is deterministic
+      // anyway), otherwise refused by name.
+      fa::Problem det = p;
+      det.deterministic = true;
+      const bool offers = s->backward_deterministic_dkdv &&
+                          (s->backward_deterministic_dq || s->backward_deterministic_mode);
+      const std::string e = fa::check_backward_launch(*s, det, b, h200_limits());
+      CHECK(e.empty() == offers);
+      if (!offers) CHECK(mentions(e, "deterministic (true)"));
+      // A mode that sums dQ from partials keeps them in the workspace, never in less of it.
+      if (s->backward_deterministic_mode && s->backward_workspace_bytes)
+        CHECK(s->backward_workspace_bytes(det) >= s->backward_workspace_bytes(p));
     } else {
       CHECK(mentions(fa::check_backward_launch(*s, p, fa::BackwardTensors{}, h200_limits()),
                      "has no backward pass"));

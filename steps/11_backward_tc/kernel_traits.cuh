@@ -1,0 +1,206 @@
+// kernel_traits.cuh — step 11's tiles, what each choice should buy, the shared-memory layout,
+// the kernels' parameters, and the one function each instantiation file provides.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/problem.h"
+
+namespace fa::step11 {
+
+constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) = exp2(x · log2(e))
+
+/// \brief What the three kernels need, by value (a __grid_constant__ kernel argument). Offsets
+/// are int: validate() keeps every index into Q, K, V, O and L below 2^31 (problem.h, Limits).
+struct BwdParams {
+  const void* q;      // [B, N_q, H_q, d] or [B, H_q, N_q, d], Element
+  const void* k;      // [B, N_kv, H_kv, d] or [B, H_kv, N_kv, d], Element
+  const void* v;      // same as k
+  const void* o;      // same as q
+  const void* d_o;    // same as q
+  const float* lse;   // [B, H_q, N_q] fp32, natural log (−inf: the row sees no key)
+  void* dq;           // same as q (written by the convert kernel)
+  void* dk;           // same as k (written once per key by the main kernel)
+  void* dv;           // same as k
+  float* dq_acc;      // workspace: [B, H_q, N_q, d] fp32, dQ / scale summed over K/V tiles by
+                      // atomics; deterministic: [⌈N_kv / kBlockN⌉][B, H_q, N_q, d], CTA n's own
+                      // part in slab n (plain stores), summed in order by the convert kernel
+  float* delta;       // workspace: [B, H_q, N_q] fp32, D = rowsum(dO ∘ O)
+  long long q_elems;  // B · H_q · N_q · d: one slab of dq_acc
+  int batch, heads_q, heads_kv, group;  // group = H_q / H_kv query heads per K/V head
+  int n_q, n_kv, head_dim;
+  int q_batch_stride, q_head_stride, q_row_stride;     // elements, for Q, O, dO and dQ
+  int kv_batch_stride, kv_head_stride, kv_row_stride;  // elements, for K, V, dK and dV
+  float scale;                                         // the softmax scale
+  float scale_log2;  // scale · log2(e): P = exp2(S · scale_log2 − L · log2(e))
+  bool causal;
+  bool deterministic;  // Problem::deterministic: dQ from per-CTA slabs, no atomics
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tiles and warps
+//
+// A CTA owns kBlockN = 128 keys of one (batch, K/V head) for the whole kernel and streams the
+// Q tiles of kBlockM query rows that can see them past, for every query head of the group
+// (flash_bwd_kernel.cuh). Its kNumWarps = 8 warps split the KEYS: warp w owns keys
+// [16w, 16w + 16), one m16 tile, and computes everything with those keys as the rows:
+//
+//   Sᵀ  = K Qᵀ        16 keys × kBlockM rows   A = K (ldmatrix),   B = Q   (ldmatrix)
+//   dPᵀ = V dOᵀ       16 keys × kBlockM rows   A = V (ldmatrix),   B = dO  (ldmatrix)
+//   Pᵀ, dSᵀ           in the same registers (the accumulator layout of Sᵀ and dPᵀ)
+//   dV += Pᵀ dO       16 keys × d              A = Pᵀ (registers), B = dO  (ldmatrix.trans)
+//   dK += dSᵀ Q       16 keys × d              A = dSᵀ (registers), B = Q  (ldmatrix.trans)
+//
+// Why the transposes (Sᵀ, not S): dV and dK are sums over query rows, Pᵀ dO and dSᵀ Q. With
+// the keys as the rows of the warp's Sᵀ, the accumulator of Sᵀ converted to 16 bits IS the A
+// fragment of Pᵀ dO (step 07's "two n8 accumulator tiles make one k16 A tile", mma.cuh): P
+// and dS never go through shared memory for dV and dK. Only dQ = dS K needs dS with the QUERY
+// rows as the A rows, i.e. the transpose of what the warps hold: dSᵀ is written to shared
+// memory once per Q tile (16 bits, padded rows) and read back with ldmatrix.trans, and every
+// warp then computes a 16-row × 32-dim part of the kBlockM × d tile of dQ:
+//
+//   dQ_tile = dS K   kBlockM × d, warp w: rows 16·(w % (kBlockM/16)), dims 32·(w / (kBlockM/16))
+//                    A = dS (ldmatrix.trans of dSᵀ), B = K (ldmatrix.trans), added to dQ_acc
+//                    with fp32 atomics (red.global.add.f32): the other K/V tiles' CTAs add to
+//                    the same rows.
+//
+// Registers (per lane, fp32 unless said): dK and dV accumulators 2 · 16·d/32 = d (128 at
+// d = 128, 64 at d = 64), held for the whole kernel; Sᵀ and dPᵀ 2 · 16·kBlockM/32 = kBlockM;
+// Pᵀ and dSᵀ as 16-bit A fragments kBlockM/4 each; the warp's part of dQ
+// 16 · kDqCols / 32 = 16 (kDqCols = 32 at both d). So kBlockM is what d leaves: at d = 64,
+// 64 + 64 + 32 + 16 ≈ 180 plus addresses, kBlockM = 64; at d = 128, 128 + 32 + 16 + 16 ≈ 192
+// plus addresses, the per-row L, D and mask limits and the fragments in flight, kBlockM = 32.
+// That is at ptxas's edge (CUDA 13.0, sm_90): it took three things to keep d = 128 free of
+// spills — the k loops of Sᵀ and dQ unrolled by 2, not fully (fewer fragments loaded ahead),
+// the exact path's dQ loop in a function of its own (flash_bwd_kernel.cuh), and Pᵀ given a
+// shared-memory tile of its own there, so Pᵀ and dSᵀ are stored together and dropped. With
+// kBlockM = 16 there is room to spare, but each K and V fragment a warp loads then feeds two
+// mmas instead of four, and a Q tile's barriers are paid for half the work.
+//
+// Shared memory: K and V (kBlockN × d each, whole kernel), Q and dO double-buffered
+// (2 · kBlockM × d each, cp.async: the next Q tile lands while this one is computed), L and D
+// of the Q tile (double-buffered with it), dSᵀ and Pᵀ (kBlockN × (kBlockM + 8), 16 bits;
+// Pᵀ is written only on the exact path):
+//     d = 64,  kBlockM = 64:  32 KB + 32 KB + 2 · 18 KB + 1 KB = 101 KB
+//     d = 128, kBlockM = 32:  64 KB + 32 KB + 2 · 10 KB + 0.5 KB = 116.5 KB
+// One CTA (8 warps) per SM: the registers (~250 · 256 threads) allow no second one.
+//
+// FLOPs per byte. Per Q tile a CTA computes five products of 2 · kBlockM · kBlockN · d FLOPs
+// (Sᵀ, dPᵀ, dV, dK, dQ). Device memory: it reads Q and dO (2 · kBlockM · d · 2 bytes) and adds
+// kBlockM · d fp32 atomics to dQ_acc (4 bytes each way, through L2):
+//     FLOPs / byte = 10 · kBlockM · kBlockN · d / (4 · kBlockM · d + 8 · kBlockM · d)
+//                  = 10 · kBlockN / 12 ≈ 107 at kBlockN = 128, for either d
+// — below the ~135 FLOPs per byte at which mma.sync (~650 TFLOP/s) would outrun the H200's
+// HBM (4.8 TB/s), so the Q and dO re-reads must hit L2: they are read by all ⌈N_kv / 128⌉
+// CTAs of a head, which run roughly in step, and the atomics are L2 operations. The atomics
+// are the weak point: kBlockM · d per Q tile per CTA, (N_kv / kBlockN) · N_q · d per head
+// in all, which is why kBlockN is 128 and not 64.
+//
+// Shared memory, per warp and Q tile (bytes read or written, Element = 2 bytes):
+//   A of Sᵀ, dPᵀ (the warp's K and V rows)       2 · 16 · d · 2        =  64 d
+//   B of Sᵀ, dPᵀ (Q, dO) and of dV, dK (again)   4 · kBlockM · d · 2   =   8 kBlockM d
+//   dSᵀ written, then A of dQ (dS, 16 rows)      16·kBlockM·2 + 16·kBlockN·2
+//   B of dQ (K, the warp's kDqCols dims)         kBlockN · kDqCols · 2
+// for 4 · 2 · 16 · kBlockM · d + 2 · 16 · kBlockN · kDqCols FLOPs:
+//   d = 64,  kBlockM = 64, kDqCols = 32:  655,360 FLOPs / 51,200 B = 12.8 FLOPs per byte
+//   d = 128, kBlockM = 32, kDqCols = 32:  655,360 FLOPs / 54,272 B = 12.1 FLOPs per byte
+// (step 07's forward: ~21 at d = 128). Shared memory serves 128 bytes per clock per SM, so the
+// main loop is capped at ~1,640 (d = 64) and ~1,550 (d = 128) FLOPs per clock per SM, about
+// 0.65 of mma.sync's ~2,500 (~650 TFLOP/s on 132 SMs at 1.98 GHz, step 07): shared memory, not
+// the tensor cores, is the expected limit.
+//
+// Prediction, to be measured against torch_flash's backward: bf16, B = 4, H = 16, N = 4096,
+// d = 128, non-causal: 1.37 · 10¹² FLOPs (5 products, 2.5 × the forward's). The cap above is
+// ~370 TFLOP/s at 1.8 GHz, 3.7 ms; with the barriers (2 per Q tile), the atomics and the
+// exposed latency of one CTA of 8 warps per SM, expect 50–65% of the cap: 5.7–7.5 ms,
+// 180–240 TFLOP/s. FlashAttention-2's own Sm80 backward holds more of Q, dO in registers and
+// uses wider tiles at d = 128; expect this step 1.5–2.5 × slower than torch_flash there, closer
+// at d = 64. Not yet measured.
+// ---------------------------------------------------------------------------------------------
+template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_>
+struct BwdTraits {
+  using Element = Element_;                       // __nv_bfloat16 or __half
+  static constexpr int kHeadDim = kHeadDim_;      // d
+  static constexpr int kBlockM = kBlockM_;        // query rows per Q tile
+  static constexpr int kBlockN = kBlockN_;        // keys per CTA
+  static constexpr int kNumWarps = kBlockN / 16;  // one m16 tile of keys per warp
+  static constexpr int kNumThreads = 32 * kNumWarps;
+  static constexpr int kStages = 2;  // Q, dO, L, D buffers: tile t computed, t + 1 in flight
+
+  static constexpr int kNTilesS = kBlockM / 8;    // n8 tiles of a warp's Sᵀ (query rows)
+  static constexpr int kKStepsS = kHeadDim / 16;  // k16 steps of Sᵀ = K Qᵀ (over d)
+  static constexpr int kNTilesD = kHeadDim / 8;   // n8 tiles of a warp's dK, dV (dims)
+  static constexpr int kKStepsD = kBlockM / 16;   // k16 steps of dV += Pᵀ dO (over rows)
+  static constexpr int kDqWarpsM = kBlockM / 16;  // warps along the rows of the dQ tile
+  static constexpr int kDqCols = kHeadDim / (kNumWarps / kDqWarpsM);  // dims per warp of dQ
+  static constexpr int kNTilesDq = kDqCols / 8;   // n8 tiles of a warp's part of dQ
+  static constexpr int kKStepsDq = kBlockN / 16;  // k16 steps of dQ = dS K (over keys)
+
+  // Shared memory: K, V, Q, dO tiles are [rows][kHeadDim] Elements in 16-byte chunks, swizzled
+  // as in step 07; dSᵀ is [kBlockN][kBlockM + 8] Elements, padded by one chunk per row.
+  static constexpr int kChunksPerRow = kHeadDim * 2 / 16;
+  static constexpr int kRowBytes = kHeadDim * 2;
+  static constexpr int kKVBytes = kBlockN * kRowBytes;   // one K or V tile
+  static constexpr int kQBytes = kBlockM * kRowBytes;    // one Q or dO tile (one stage)
+  static constexpr int kDsRowBytes = (kBlockM + 8) * 2;  // padded: ldmatrix conflict-free
+  static constexpr int kDsBytes = kBlockN * kDsRowBytes;
+  static constexpr int kRowVecBytes = kBlockM * 4;  // L or D of one Q tile (one stage)
+  static constexpr int kOffK = 0;
+  static constexpr int kOffV = kOffK + kKVBytes;
+  static constexpr int kOffQ = kOffV + kKVBytes;                // [kStages][kBlockM][kHeadDim]
+  static constexpr int kOffDo = kOffQ + kStages * kQBytes;      // [kStages][kBlockM][kHeadDim]
+  static constexpr int kOffDs = kOffDo + kStages * kQBytes;     // [kBlockN][kBlockM + 8]
+  static constexpr int kOffP = kOffDs + kDsBytes;               // the same, Pᵀ: exact path only
+  static constexpr int kOffL = kOffP + kDsBytes;                // [kStages][kBlockM] fp32
+  static constexpr int kOffD = kOffL + kStages * kRowVecBytes;  // [kStages][kBlockM] fp32
+  static constexpr int kSmemBytes = kOffD + kStages * kRowVecBytes;
+
+  static_assert(sizeof(Element) == 2, "16-bit elements only");
+  static_assert(kBlockN % 16 == 0 && kBlockM % 16 == 0 && kHeadDim % 16 == 0, "whole mma tiles");
+  static_assert(kNumWarps % kDqWarpsM == 0 && kDqCols % 16 == 0, "dQ splits into 16-dim pairs");
+  static_assert(kChunksPerRow % 8 == 0, "the swizzle permutes groups of 8 chunks (d >= 64)");
+  static_assert(kNumThreads % kChunksPerRow == 0, "a thread copies the same chunk of each row");
+  static_assert((kNumThreads / kChunksPerRow) % 8 == 0, "copy passes of whole swizzle periods");
+  static_assert(kBlockM % (kNumThreads / kChunksPerRow) == 0, "Q tiles copy in whole passes");
+  static_assert(kBlockM <= kNumThreads, "one thread per row copies L and D");
+  static_assert((kDsRowBytes / 4) % 8 == 4, "dSᵀ rows start 16 bytes apart modulo 128");
+
+  /// \brief Byte offset of chunk `chunk` (16 bytes, logical) of row `row` inside a K, V, Q or
+  /// dO tile: step 07's XOR swizzle (its kernel_traits.cuh draws it).
+  __device__ static constexpr uint32_t swizzle(int row, int chunk) {
+    return static_cast<uint32_t>((row * kChunksPerRow + (chunk ^ (row % 8))) * 16);
+  }
+  /// \brief Byte offset of element `col` of row `row` of a K, V, Q or dO tile.
+  __device__ static constexpr uint32_t element(int row, int col) {
+    return swizzle(row, col / 8) + 2 * (col % 8);
+  }
+};
+
+/// \brief The tiles per head dim (see above). Not yet tuned: one configuration per d, sized by
+/// the register arithmetic; both masks and dtypes use it.
+template <int kHeadDim, class Element>
+struct BwdConfig;
+template <class Element>
+struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 101 KB smem
+  using Traits = BwdTraits<64, 64, 128, Element>;
+};
+template <class Element>
+struct BwdConfig<128, Element> {  // 32 rows × 128 keys, 8 warps: 116.5 KB smem
+  using Traits = BwdTraits<128, 32, 128, Element>;
+};
+
+/// \brief The kernels' parameters for problem `prob` (api.cu).
+BwdParams make_bwd_params(const Problem& prob, const BackwardTensors& t, void* workspace);
+
+/// \brief Launches the three kernels (D, main, convert) for head dim kHeadDim and Element on
+/// `stream`. Defined in flash_bwd_kernel.cuh, instantiated once per (d, dtype) in
+/// flash_bwd_d*_*.cu.
+template <int kHeadDim, class Element>
+void run_flash_bwd(const BwdParams& params, cudaStream_t stream);
+
+}  // namespace fa::step11
