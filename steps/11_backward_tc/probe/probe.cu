@@ -23,8 +23,10 @@
 // Cases, for d = 64 and 128, bf16 and fp16: one Q tile and one K/V tile (ragged), several of
 // each (atomics from two CTAs), causal on the diagonal, causal with N_q > N_kv (rows that see
 // no key: dQ exactly 0), GQA (the group summed in the CTA), the [B, H, N, d] layout, a NaN
-// in the last key's K and V (the exact path: only the rows that see that key may turn NaN),
-// and the deterministic mode (dQ from one slab per CTA; a second run must be bitwise equal).
+// in the last key's K and V (the exact path's dQ: only the rows that see that key may turn
+// NaN), a NaN in row 0's Q and row 1's dO (the exact path's dK and dV: only the keys those
+// rows see may turn NaN), and the deterministic mode (dQ from one slab per CTA; a second run
+// must be bitwise equal).
 //
 // Exit status: 0 all pass, 1 a failure, 77 no usable device or compute capability below 8.0.
 //
@@ -71,15 +73,25 @@ bool report(const std::string& name, const char* piece, double rel) {
   return ok;
 }
 
-/// Runs one case; `nan_last_key` plants NaN in K and V of the last key of head 0.
-bool probe_case(const fa::StepInfo& step, Problem p, std::uint64_t seed, bool nan_last_key) {
-  const std::string name = p.describe() + (nan_last_key ? " NaN in the last key" : "");
+/// Where a case plants NaN (batch 0, head 0): nowhere, in K and V of the last key (the
+/// exact path's dQ), or in Q of row 0 and dO of row 1 (the exact path's dK and dV).
+enum class Nan { kNone, kLastKey, kFirstRows };
+
+/// Runs one case.
+bool probe_case(const fa::StepInfo& step, Problem p, std::uint64_t seed, Nan nan) {
+  const std::string name = p.describe() + (nan == Nan::kLastKey     ? " NaN in the last key"
+                                           : nan == Nan::kFirstRows ? " NaN in rows 0 and 1"
+                                                                    : "");
   fa::HostInputs in = fa::make_inputs(p, fa::Distribution::Normal, seed);
   std::vector<float> d_o = fa::make_inputs(p, fa::Distribution::Normal, seed ^ 0x9e37ull).q;
-  if (nan_last_key) {
+  if (nan == Nan::kLastKey) {
     const auto at = static_cast<std::size_t>((p.n_kv - 1) * p.kv_strides().row);
     in.k[at + 3] = NAN;
     in.v[at + 2] = NAN;
+  } else if (nan == Nan::kFirstRows) {
+    const auto row = static_cast<std::size_t>(p.q_strides().row);
+    in.q[1] = NAN;
+    d_o[row + 5] = NAN;
   }
   const fa::ref::ExpectedBackward want = fa::ref::expected_backward(in, d_o);
   const std::size_t ws_bytes = step.backward_workspace_bytes(p);
@@ -100,7 +112,7 @@ bool probe_case(const fa::StepInfo& step, Problem p, std::uint64_t seed, bool na
   const std::vector<float> delta(ws.end() - p.lse_elems(), ws.end());
 
   bool ok = true;
-  if (!nan_last_key) {
+  if (nan == Nan::kNone) {
     // dQ_acc is in [B, H_q, N_q, d] order; the reference's dQ is in Q's layout.
     std::vector<double> ref_acc(nq);
     const fa::Strides s = p.q_strides();
@@ -118,7 +130,7 @@ bool probe_case(const fa::StepInfo& step, Problem p, std::uint64_t seed, bool na
     if (!p.deterministic)  // deterministic: one slab per CTA, summed by the convert kernel
       ok &= report(name, "dQ_acc", relative_error(acc, ref_acc, 1.0 / p.softmax_scale()));
     ok &= report(name, "dQ", relative_error(dq, want.ref.dq, 1.0));
-  } else {
+  } else if (nan == Nan::kLastKey) {
     // Only rows that see the last key (head 0) may hold a NaN in dQ.
     const fa::Strides s = p.q_strides();
     bool finite = true;
@@ -130,6 +142,19 @@ bool probe_case(const fa::StepInfo& step, Problem p, std::uint64_t seed, bool na
       }
     std::printf("  %-4s %-8s dQ finite where the NaN key is hidden  %s\n", finite ? "PASS" : "FAIL",
                 "mask", name.c_str());
+    ok &= finite;
+  } else {
+    // Only keys that row 0 or row 1 (head 0) sees may hold a NaN in dK and dV.
+    const fa::Strides s = p.kv_strides();
+    bool finite = true;
+    for (int h = 0; h < p.heads_kv; ++h)
+      for (int j = h == 0 ? p.kv_end(1) : 0; j < p.n_kv; ++j)
+        for (int x = 0; x < p.head_dim; ++x) {
+          const auto at = static_cast<std::size_t>(h * s.head + j * s.row + x);
+          finite &= std::isfinite(dk[at]) && std::isfinite(dv[at]);
+        }
+    std::printf("  %-4s %-8s dK, dV finite where the NaN rows are hidden  %s\n",
+                finite ? "PASS" : "FAIL", "mask", name.c_str());
     ok &= finite;
   }
   if (p.causal && p.n_q > p.n_kv) {  // rows 0 … N_q − N_kv − 1 see no key: dQ exactly 0
@@ -190,23 +215,24 @@ int main() {
     for (int d : {64, 128}) {
       struct Case {
         Problem p;
-        bool nan_last_key;
+        Nan nan;
       };
       const Case cases[] = {
-          {make_problem(1, 1, 1, 20, 50, d, false), false},    // one tile each, ragged
-          {make_problem(1, 1, 1, 100, 200, d, false), false},  // two K/V CTAs, several Q tiles
-          {make_problem(1, 2, 2, 77, 77, d, true), false},     // causal, the diagonal
-          {make_problem(1, 2, 2, 100, 36, d, true), false},    // rows that see no key
-          {make_problem(2, 4, 2, 70, 150, d, true), false},    // GQA, causal, N_q < N_kv
-          {make_problem(1, 4, 1, 40, 40, d, false, Layout::BHND), false},  // MQA, BHND
-          {make_problem(1, 2, 2, 77, 77, d, true), true},                  // the exact path
-          {make_problem(1, 2, 1, 100, 300, d, true), false},  // deterministic (last): 3 slabs
+          {make_problem(1, 1, 1, 20, 50, d, false), Nan::kNone},    // one tile each, ragged
+          {make_problem(1, 1, 1, 100, 200, d, false), Nan::kNone},  // two K/V CTAs, Q tiles
+          {make_problem(1, 2, 2, 77, 77, d, true), Nan::kNone},     // causal, the diagonal
+          {make_problem(1, 2, 2, 100, 36, d, true), Nan::kNone},    // rows that see no key
+          {make_problem(2, 4, 2, 70, 150, d, true), Nan::kNone},    // GQA, causal, N_q < N_kv
+          {make_problem(1, 4, 1, 40, 40, d, false, Layout::BHND), Nan::kNone},  // MQA, BHND
+          {make_problem(1, 2, 2, 77, 77, d, true), Nan::kLastKey},    // the exact path: dQ
+          {make_problem(1, 2, 2, 77, 77, d, true), Nan::kFirstRows},  // and dK, dV
+          {make_problem(1, 2, 1, 100, 300, d, true), Nan::kNone},  // deterministic (last): 3 slabs
       };
       for (std::size_t n = 0; n < std::size(cases); ++n) {
         Case c = cases[n];
         c.p.dtype = t;
         c.p.deterministic = n + 1 == std::size(cases);
-        ok &= probe_case(*step, c.p, seed++, c.nan_last_key);
+        ok &= probe_case(*step, c.p, seed++, c.nan);
       }
     }
   std::printf("%s\n", ok ? "ALL PASS" : "SOME FAILED");
