@@ -48,7 +48,8 @@ struct DecodeStepInfo {
   const char* lesson = "";     ///< one line: what this step teaches
   std::vector<DType> dtypes;   ///< element types it accepts
   std::vector<int> head_dims;  ///< head dims it accepts
-  int alignment = 16;          ///< alignment in bytes of q, k_new, v_new, the caches and o
+  int alignment = 16;          ///< alignment in bytes of q, k_new, v_new, the caches, o and the
+                               ///< workspace
   int max_splits = 1;          ///< the most splits of the keys a launch may ask for
 
   /// The split rule: how many ranges to cut the keys into on a device with `sm_count`

@@ -55,7 +55,8 @@ int decode_splits(const DecodeStepInfo& step, const DecodeProblem& p, int forced
 /// anything is wrong, then runs the step (append, attend, combine) and checks the launch.
 /// \param step the decoding step \param p the problem \param t the device pointers
 /// \param num_splits the split count (decode_splits())
-/// \param workspace step.workspace_bytes(p, num_splits) bytes of device scratch
+/// \param workspace step.workspace_bytes(p, num_splits) bytes of device scratch, aligned to
+/// step.alignment bytes
 /// \param stream the CUDA stream the kernels are launched on (asynchronously)
 void run_decode(const DecodeStepInfo& step, const DecodeProblem& p, const DecodeTensors& t,
                 int num_splits, void* workspace, cudaStream_t stream = nullptr);

@@ -185,6 +185,15 @@ TEST_CASE("decode: bad problems and launches are refused before any launch", "[r
     t = dev.tensors();
     t.k_cache = static_cast<char*>(dev.k_cache.get()) + 2;
     refused(ok, t, 4, "pointer k_cache");
+    // A workspace off the step's alignment (its partials are stored 16 bytes at a time).
+    fa::DeviceBuffer big(step->workspace_bytes(ok, 4) + 16);
+    try {
+      fa::run_decode(*step, ok, dev.tensors(), 4, static_cast<char*>(big.get()) + 4);
+      FAIL("not refused: a workspace 4 bytes off its alignment");
+    } catch (const std::invalid_argument& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find("workspace (") != std::string::npos);
+    }
 
     fa::test::DecodeRun r;
     dev.download(ok, &r);

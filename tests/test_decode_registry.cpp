@@ -133,3 +133,22 @@ TEST_CASE(
     CHECK(s->workspace_bytes(one, 3) == 3 * s->workspace_bytes(one, 1));
   }
 }
+
+TEST_CASE("step 12's split rule leaves no split empty for the longest sequence", "[registry]") {
+  const fa::DecodeStepInfo* s = fa::find_decode_step("12_decode");
+  if (s == nullptr) return;  // not built in this configuration
+  // Its kernel deals ⌈tiles / splits⌉ tiles of 64 keys per split: the last split of the
+  // longest sequence must still get one, or its block only writes an empty partial.
+  for (int sms : {1, 16, 132}) {
+    for (int len = 0; len < 20000; len += 37) {
+      DecodeProblem p = fa::test::contiguous(fa::test::shapes(8, 1, 128, 1, {len, len / 3}));
+      p.dtype = s->dtypes.front();
+      const int n = s->num_splits(p, sms);
+      const int tiles = (p.max_kv_len() + 63) / 64, per = (tiles + n - 1) / n;
+      INFO(sms << " SMs, kv_len " << p.max_kv_len() << ": " << n << " splits of " << per
+               << " tiles");
+      REQUIRE(n >= 1);
+      REQUIRE((n - 1) * per < tiles);
+    }
+  }
+}

@@ -28,7 +28,8 @@
 //     splits = ⌈2 · SMs / base⌉,   then at most ⌊tiles of the longest sequence / 2⌋
 //              (every split streams at least kMinTilesPerSplit = 2 tiles of 64 keys: a shorter
 //              split costs more in its workspace round trip and the combine than it hides),
-//              at most kMaxSplits = 128, at least 1.
+//              at most kMaxSplits = 128, at least 1; then only as many as the longest
+//              sequence's ⌈tiles / splits⌉ tiles per split fill (no split empty for it).
 //
 // So a batch that already fills the GPU (base >= 2 · SMs) is not split, and one long sequence
 // on few heads is split the most. Each sequence's tiles are dealt ⌈tiles / splits⌉ per split;
@@ -85,7 +86,11 @@ int num_splits(const DecodeProblem& p, int sm_count) {
   const long long tiles = (p.max_kv_len() + block_n - 1) / block_n;
   long long splits = (target + base - 1) / base;
   splits = std::min(splits, std::max(1LL, tiles / kMinTilesPerSplit));
-  return static_cast<int>(std::clamp(splits, 1LL, static_cast<long long>(kMaxSplits)));
+  splits = std::clamp(splits, 1LL, static_cast<long long>(kMaxSplits));
+  // The kernel deals ⌈tiles / splits⌉ tiles per split: keep only the splits that get some
+  // of the longest sequence (47 tiles in 23 splits are 16 splits of 3, not 7 more empty ones).
+  const long long per_split = (tiles + splits - 1) / splits;
+  return static_cast<int>(std::max(1LL, (tiles + per_split - 1) / per_split));
 }
 
 std::size_t workspace_bytes(const DecodeProblem& p, int splits) {
