@@ -122,7 +122,8 @@ TEST_CASE("ring: zigzag balances the causal work, contiguous does not", "[ring]"
     first += ct[s];
     last += ct[(ranks - 1) * ranks + s];
   }
-  CHECK(double(last) / double(first) == Approx(7.0).epsilon(0.01));
+  CHECK(double(last) / double(first) == 7001.0 / 1001.0);  // C = 1000
+  CHECK(double(last) / double(first) > 6.99);
 }
 
 TEST_CASE("ring: refusals name the parameter, its value and the limit", "[ring]") {
@@ -165,7 +166,8 @@ TEST_CASE("ring: the time model's limits and monotonicity", "[ring]") {
       CHECK(one.hidden_fraction == 1.0);
       CHECK(one.exposed_steps == 0);
       CHECK(one.total_s == one.compute_s);
-      CHECK(one.compute_s == Approx(4.0 * 64 * 8 * (64.0 * 65 / 2) / kFlops));
+      const double want = 4.0 * 64 * 8 * (64.0 * 65 / 2) / kFlops;  // 4·d FLOPs per entry
+      CHECK(std::abs(one.compute_s - want) <= 1e-12 * want);
       const fa::ref::RingTime fast = fa::ref::ring_time(p, 4, rl, kFlops, kInf);
       CHECK(fast.send_s == 0.0);
       CHECK(fast.hidden_fraction == 1.0);
