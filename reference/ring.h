@@ -76,7 +76,8 @@ struct RingTime {
   int exposed_steps = 0;       ///< sending steps whose compute is shorter than the send
 };
 
-/// \brief The model above. \param p the problem (refusals of check_ring) \param ranks P
+/// \brief The model above. \param p the problem (check_ring's refusals but validate()'s: the
+/// model needs no tensor, so N may pass the element limit) \param ranks P
 /// \param layout the layout \param flops_per_s compute throughput of one rank (> 0)
 /// \param bytes_per_s link bandwidth (> 0; infinity: sends take no time) \return the times
 RingTime ring_time(const Problem& p, int ranks, RingLayout layout, double flops_per_s,
