@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "reference/attention.h"
+#include "reference/merge.h"
 
 namespace fa::ref {
 namespace {
@@ -105,40 +106,18 @@ DecodeResult merge_splits(const DecodeProblem& p, const std::vector<DecodeResult
   }
   DecodeResult r = empty_result(p);
   const int d = p.head_dim;
+  std::vector<const double*> o(parts.size());
+  std::vector<double> lse(parts.size());
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads_q; ++h) {
       for (int i = 0; i < p.q_len; ++i) {
         const std::int64_t row = (std::int64_t{b} * p.q_len + i) * p.heads_q + h;
         const std::int64_t li = (std::int64_t{b} * p.heads_q + h) * p.q_len + i;
-        double m = kNegInf;
-        bool nan = false;
-        for (const DecodeResult& part : parts) {
-          m = std::max(m, part.lse[li]);
-          nan = nan || std::isnan(part.lse[li]);
+        for (std::size_t s = 0; s < parts.size(); ++s) {
+          o[s] = parts[s].o.data() + row * d;
+          lse[s] = parts[s].lse[li];
         }
-        if (nan) {  // max() skips a NaN: carry it to O and L explicitly
-          r.lse[li] = std::numeric_limits<double>::quiet_NaN();
-          std::fill_n(r.o.begin() + row * d, d, r.lse[li]);
-          continue;
-        }
-        if (m == kNegInf) {  // every split empty for this row: O = 0, L = -inf
-          r.lse[li] = kNegInf;
-          continue;
-        }
-        double sum = 0;  // Σ exp(L_s − m)
-        for (const DecodeResult& part : parts) sum += std::exp(part.lse[li] - m);
-        const double lse = m + std::log(sum);
-        r.lse[li] = lse;
-        double* o = r.o.data() + row * d;
-        for (const DecodeResult& part : parts) {
-          // Skip an empty split (L = -inf), so that its O never matters. A split that saw keys
-          // is weighed even when its weight underflows to 0: a NaN in its O then reaches the
-          // row, as it does in attention() (0 · NaN), instead of vanishing with the split.
-          if (part.lse[li] == kNegInf) continue;
-          const double w = std::exp(part.lse[li] - lse);
-          const double* os = part.o.data() + row * d;
-          for (int t = 0; t < d; ++t) o[t] += w * os[t];
-        }
+        r.lse[li] = merge_row(parts.size(), o.data(), lse.data(), d, r.o.data() + row * d);
       }
     }
   }

@@ -8,7 +8,8 @@
 ///
 /// Split-KV cuts the keys of every sequence into disjoint ranges; each range gives a partial
 /// result (O_s, L_s) over its keys alone (decode_partial(), in double), and the partials of
-/// one row combine with the online-softmax rescale (merge_splits()):
+/// one row combine with the online-softmax rescale (merge_splits(), row by row with merge.h's
+/// merge_row(), which ring attention shares):
 ///
 /// ```text
 ///   L = log Σ_s exp(L_s)             (computed as m + log Σ_s exp(L_s − m), m = max_s L_s)
