@@ -77,6 +77,7 @@ inline double median(std::vector<double> v) {
 
 /// \brief Does nothing: time_median_ms's default `before`.
 struct NothingBefore {
+  /// \brief Queues nothing.
   void operator()() const {}
 };
 
