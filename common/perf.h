@@ -89,17 +89,27 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/// \brief Does nothing: time_median_ms's default `before`.
+struct NothingBefore {
+  /// \brief Queues nothing.
+  void operator()() const {}
+};
+
 /// \brief Runs `fn` `warmup` times, then times `reps` single runs with events; returns the
 /// median in milliseconds.
 /// \param fn the work to time (launches on `s`) \param warmup untimed runs first
-/// \param reps timed runs \param s the stream \return the median time in milliseconds
-template <typename Fn>
-double time_median_ms(Fn&& fn, int warmup, int reps, cudaStream_t s = nullptr) {
+/// \param reps timed runs \param s the stream
+/// \param before queued before each timed run's start event, untimed (e.g. the benchmark's
+/// GPU spin) \return the median time in milliseconds
+template <typename Fn, typename Before = NothingBefore>
+double time_median_ms(Fn&& fn, int warmup, int reps, cudaStream_t s = nullptr,
+                      Before&& before = Before{}) {
   for (int i = 0; i < warmup; ++i) fn();
   EventTimer t;
   std::vector<double> ms;
   ms.reserve(reps);
   for (int i = 0; i < reps; ++i) {
+    before();
     t.start(s);
     fn();
     ms.push_back(t.stop_ms(s));

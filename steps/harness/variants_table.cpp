@@ -58,16 +58,7 @@ std::string check_variant(const Variant& v) {
 /// spin of `spin_cycles` (spin.h), as bench_all times the steps.
 template <typename Fn>
 double time_with_spin(Fn&& fn, int warmup, int reps, long long spin_cycles) {
-  for (int i = 0; i < warmup; ++i) fn();
-  EventTimer t;
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    bench::gpu_spin(spin_cycles);
-    t.start();
-    fn();
-    ms.push_back(t.stop_ms());
-  }
-  return median(ms);
+  return time_median_ms(fn, warmup, reps, nullptr, [spin_cycles] { bench::gpu_spin(spin_cycles); });
 }
 
 struct Row {
