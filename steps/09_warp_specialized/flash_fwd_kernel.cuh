@@ -38,13 +38,7 @@
 //                                      read K_j (V_j)                   s, j ≥ kStages:
 //                                                                       parity (u − 1) % 2
 //
-//   empty_q    kNumConsumerThreads     every consumer thread, after     producer, before the
-//   (persistent kernel only)           the last S of a block            next block's Q:
-//                                                                       parity (q_use − 1) % 2
-//
 //   Each phase of full_*[s] is one visit; each phase of empty_*[s] is one visit's release.
-//   A persistent CTA counts visits and Q loads across its blocks (`visit`, `q_use`), so the
-//   stages and parities run on from one block to the next; full_q's parity is q_use % 2.
 //   The producer loads visit j only after the release of visit j − kStages completed, so a
 //   stage's phases never run more than one ahead of its waiters: the parity is unambiguous.
 //   Releases of the last kStages visits complete phases nobody waits for (harmless).
@@ -128,8 +122,6 @@ struct Barriers {
   __device__ __forceinline__ uint32_t empty_v(int s) const {
     return q + 8 * (1 + 3 * Traits::kStages + s);
   }
-  /// The consumers have read the Q tile for the last time (persistent kernel only).
-  __device__ __forceinline__ uint32_t empty_q() const { return q + 8 * (1 + 4 * Traits::kStages); }
   /// \brief One thread, before the CTA barrier that publishes them (the table above).
   __device__ __forceinline__ void init() const {
     mbarrier_init(q, 1);
@@ -139,61 +131,37 @@ struct Barriers {
       mbarrier_init(empty_k(s), Traits::kNumConsumerThreads);  // every consumer thread
       mbarrier_init(empty_v(s), Traits::kNumConsumerThreads);
     }
-    mbarrier_init(empty_q(), Traits::kNumConsumerThreads);
     fence_barrier_init();
   }
 };
 
-/// \brief The producer's work for one query block, one thread: Q rows [m0, m0 + kBlockM) into
-/// sQ, then K and V of visits 0 … num_tiles − 1 (tile num_tiles − 1 − it) into the ring. The
-/// ring's visits are counted across the CTA's blocks (`visit`, advanced here): visit g goes to
-/// stage g % kStages after the release of visit g − kStages. `q_use` counts the CTA's Q loads:
-/// a load after the first waits until the consumers are done with the previous Q (empty_q).
-/// Rows past N_q (Q) and keys past N_kv (K, V) are zero-filled by the TMA unit: their scores
-/// are 0 (masked for keys, never stored for rows) and 0 · V adds nothing.
+/// \brief The producer's work, one thread: Q rows [m0, m0 + kBlockM) into sQ, then K and V
+/// of visits 0 … num_tiles − 1 (tile num_tiles − 1 − it) into stage it % kStages, each after
+/// the release of the visit kStages earlier. Rows past N_q (Q) and keys past N_kv (K, V) are
+/// zero-filled by the TMA unit: their scores are 0 (masked for keys, never stored for rows)
+/// and 0 · V adds nothing.
 template <class Traits>
 __device__ __forceinline__ void produce(const Barriers<Traits>& bars, uint32_t sQ, uint32_t sK,
                                         uint32_t sV, const CUtensorMap* tma_q,
                                         const CUtensorMap* tma_k, const CUtensorMap* tma_v, int m0,
-                                        int h, int h_kv, int b, bool heads_inner, int num_tiles,
-                                        int q_use, int& visit) {
+                                        int h, int h_kv, int b, bool heads_inner, int num_tiles) {
   constexpr int kStages = Traits::kStages, kBlockN = Traits::kBlockN;
   constexpr int kKVTileBytes = Traits::kKVTileBytes;
-  if (q_use > 0) mbarrier_wait(bars.empty_q(), (q_use - 1) % 2);
   mbarrier_arrive_expect_tx(bars.q, Traits::kQBytes);
   load_tile<Traits, Traits::kBlockM>(sQ, tma_q, bars.q, m0, h, b, heads_inner);
-  for (int it = 0; it < num_tiles; ++it, ++visit) {
-    const int stage = visit % kStages;
-    const uint32_t release = (visit / kStages + 1) % 2;  // parity of use visit / kStages − 1
+  for (int it = 0; it < num_tiles; ++it) {
+    const int stage = it % kStages;
+    const uint32_t release = (it / kStages + 1) % 2;  // parity of use it / kStages − 1
     const int n0 = (num_tiles - 1 - it) * kBlockN;
-    if (visit >= kStages) mbarrier_wait(bars.empty_k(stage), release);
+    if (it >= kStages) mbarrier_wait(bars.empty_k(stage), release);
     mbarrier_arrive_expect_tx(bars.full_k(stage), kKVTileBytes);
     load_tile<Traits, kBlockN>(sK + stage * kKVTileBytes, tma_k, bars.full_k(stage), n0, h_kv, b,
                                heads_inner);
-    if (visit >= kStages) mbarrier_wait(bars.empty_v(stage), release);
+    if (it >= kStages) mbarrier_wait(bars.empty_v(stage), release);
     mbarrier_arrive_expect_tx(bars.full_v(stage), kKVTileBytes);
     load_tile<Traits, kBlockN>(sV + stage * kKVTileBytes, tma_v, bars.full_v(stage), n0, h_kv, b,
                                heads_inner);
   }
-}
-
-/// \brief The query block, head and batch of work item t (0 ≤ t < num_m · num_bh, num_bh =
-/// B · H_q) of a persistent CTA: longest causal blocks first (every head's last query block,
-/// then every head's block before it, …); otherwise the blocks of one head in a row, so that
-/// the CTAs running at the same time read the same K and V from L2.
-template <bool IsCausal>
-__device__ __forceinline__ void work_item(int t, int num_m, int num_bh, int heads, int& m_block,
-                                          int& h, int& b) {
-  int bh;  // b · heads + h
-  if (IsCausal) {
-    m_block = num_m - 1 - t / num_bh;
-    bh = t % num_bh;
-  } else {
-    m_block = t % num_m;
-    bh = t / num_m;
-  }
-  h = bh % heads;
-  b = bh / heads;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -283,24 +251,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const int lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // rows g, g + 8 of the warp's 16; columns 2t, 2t + 1
 
-  // The work items: one query block each. One CTA per block (the longest causal blocks first,
-  // step 07: the short ones then fill the gaps at the end), or, persistent, CTA i takes items
-  // i, i + gridDim.x, … (work_item).
-  const int num_m = (p.n_q + kBlockM - 1) / kBlockM;
-  const int num_bh = p.batch * p.heads_q;
-  const int num_items = Traits::kPersistent ? num_m * num_bh : 1;
-  const int first_item = Traits::kPersistent ? blockIdx.x : 0;
-  const int item_step = Traits::kPersistent ? gridDim.x : 1;
-  // The block, head and batch of a work item.
-  const auto item_at = [&](int item, int& m_block, int& h, int& b) {
-    if constexpr (Traits::kPersistent) {
-      work_item<IsCausal>(item, num_m, num_bh, p.heads_q, m_block, h, b);
-    } else {
-      m_block = IsCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-      h = blockIdx.y;
-      b = blockIdx.z;
-    }
-  };
+  // Longest causal blocks first (step 07: the short ones then fill the gaps at the end).
+  const int m_block = IsCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int m0 = m_block * kBlockM;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int h_kv = h / p.group;  // GQA: the K/V head of this query head
+
+  const KvTiles tiles = kv_tiles<IsCausal>(m0, kBlockM, kBlockN, p.n_q, p.n_kv);
+  const int num_tiles = tiles.num_tiles;                  // T: visits
+  const int num_masked = num_tiles - tiles.num_unmasked;  // visited first
 
   if (tid == 0) {
     prefetch_tensor_map(&tma_q);
@@ -313,34 +272,30 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // ================================ the producer ==============================================
   if (wg == 0) {
     setmaxnreg_dec<Traits::kProducerRegs>();
-    if (warp == 0 && lane == 0) {
-      int visit = 0, q_use = 0;  // counted across this CTA's work items
-      for (int item = first_item; item < num_items; item += item_step) {
-        int m_block, h, b;
-        item_at(item, m_block, h, b);
-        const int m0 = m_block * kBlockM;
-        const int num_tiles = kv_tiles<IsCausal>(m0, kBlockM, kBlockN, p.n_q, p.n_kv).num_tiles;
-        if (num_tiles == 0) continue;  // T = 0: nothing to see, nothing loaded
-        produce(bars, sQ, sK, sV, &tma_q, &tma_k, &tma_v, m0, h, h / p.group, b, p.heads_inner,
-                num_tiles, q_use++, visit);
-      }
-    }
+    if (warp == 0 && lane == 0 && num_tiles > 0)  // T = 0: nothing to see, nothing loaded
+      produce(bars, sQ, sK, sV, &tma_q, &tma_k, &tma_v, m0, h, h_kv, b, p.heads_inner, num_tiles);
     return;  // no CTA-wide barrier follows; the consumers' barriers count consumers only
   }
 
   // ================================ a consumer ===============================================
   setmaxnreg_inc<Traits::kConsumerRegs>();
   const int c = wg - 1;  // rows [64c, 64c + 64) of the block
-  // This consumer's 64 rows of Q, column block db: sQ + db·kBlockM·128 + c·64·128.
-  const uint32_t q_rows = sQ + c * 64 * 128;
-  // O is staged in a tile of its own when persistent (the next Q may already be arriving in
-  // sQ), otherwise in the Q tile.
-  const uint32_t sO = Traits::kPersistent ? base + Traits::kOOffset : sQ;
 
   float acc_o[kDBlocks][32];  // O: this thread's part of 64 rows × 64 columns per block
-  // S = Q K_jᵀ (unscaled) from ring stage `stage`: kKStepsS wgmmas, committed as one group.
-  const auto issue_s = [&](float(&s)[kSRegs], int stage) {
-    const uint32_t k_tile = sK + stage * kKVTileBytes;
+#pragma unroll
+  for (int db = 0; db < kDBlocks; ++db)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc_o[db][i] = 0.f;
+  OnlineSoftmax softmax;
+  softmax.init();
+
+  // This consumer's 64 rows of Q, column block db: sQ + db·kBlockM·128 + c·64·128.
+  const uint32_t q_rows = sQ + c * 64 * 128;
+  const int row0 = m0 + 64 * c + 16 * warp + g;  // global row of this lane's first row
+
+  // S = Q K_jᵀ (unscaled) for visit `it`: kKStepsS wgmmas, committed as one group.
+  const auto issue_s = [&](float(&s)[kSRegs], int it) {
+    const uint32_t k_tile = sK + (it % kStages) * kKVTileBytes;
 #pragma unroll
     for (int ks = 0; ks < kKStepsS; ++ks) {  // 16 of d per wgmma: column block ks / 4, +32 B
       const uint64_t desc_q = desc_k_major(q_rows + (ks / 4) * kBlockM * 128 + (ks % 4) * 32);
@@ -349,9 +304,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     }
     wgmma_commit_group();
   };
-  // O += P V_j from ring stage `stage`: kKStepsO · kDBlocks wgmmas (P from registers), one group.
-  const auto issue_pv = [&](const uint32_t(&pa)[kKStepsO][4], int stage) {
-    const uint32_t v_tile = sV + stage * kKVTileBytes;
+  // O += P V_j for visit `it`: kKStepsO · kDBlocks wgmmas (P from registers), one group.
+  const auto issue_pv = [&](const uint32_t(&pa)[kKStepsO][4], int it) {
+    const uint32_t v_tile = sV + (it % kStages) * kKVTileBytes;
 #pragma unroll
     for (int kk = 0; kk < kKStepsO; ++kk) {
 #pragma unroll
@@ -361,6 +316,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
     wgmma_commit_group();
+  };
+  // Mask (masked visits only) and softmax of S for visit `it`; P → A fragments: n8 blocks 2kk
+  // and 2kk + 1 of S are k16 step kk of P. Returns α in `alpha`; O is not touched.
+  const auto softmax_to_p = [&](float(&s)[kSRegs], int it, float(&alpha)[2]) {
+    if (it < num_masked)
+      apply_mask<IsCausal>(s, row0, (num_tiles - 1 - it) * kBlockN + 2 * t, p.n_q, p.n_kv);
+    softmax.update(s, p.scale_log2, alpha);
   };
   const auto pack_p = [&](const float(&s)[kSRegs], uint32_t(&pa)[kKStepsO][4]) {
 #pragma unroll
@@ -380,156 +342,112 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int kk = 0; kk < kKStepsO; ++kk) fence_operands(pa[kk]);
   };
 
-  int visit = 0, q_use = 0;  // as the producer counts them
-  for (int item = first_item; item < num_items; item += item_step) {
-    int m_block, h, b;
-    item_at(item, m_block, h, b);
-    const int m0 = m_block * kBlockM;
-    const KvTiles tiles = kv_tiles<IsCausal>(m0, kBlockM, kBlockN, p.n_q, p.n_kv);
-    const int num_tiles = tiles.num_tiles;                  // T: visits
-    const int num_masked = num_tiles - tiles.num_unmasked;  // visited first
-    const int row0 = m0 + 64 * c + 16 * warp + g;           // global row of this lane's first row
+  if (num_tiles > 0) {
+    grant_first_turn<Traits>(c);  // the barrier table above
+    mbarrier_wait(bars.q, 0);
 
-#pragma unroll
-    for (int db = 0; db < kDBlocks; ++db)
-#pragma unroll
-      for (int i = 0; i < 32; ++i) acc_o[db][i] = 0.f;
-    OnlineSoftmax softmax;
-    softmax.init();
+    float s[kSRegs];
+    uint32_t pa[kKStepsO][4];
+    float alpha[2];
 
-    // Mask (masked visits only) and softmax of S for local visit `it`; P → A fragments: n8
-    // blocks 2kk and 2kk + 1 of S are k16 step kk of P. Returns α in `alpha`; O untouched.
-    const auto softmax_to_p = [&](float(&s)[kSRegs], int it, float(&alpha)[2]) {
-      if (it < num_masked)
-        apply_mask<IsCausal>(s, row0, (num_tiles - 1 - it) * kBlockN + 2 * t, p.n_q, p.n_kv);
-      softmax.update(s, p.scale_log2, alpha);
-    };
+    // ---- turn 0: S_0 alone -------------------------------------------------------------------
+    wait_turn<Traits>(c);
+    mbarrier_wait(bars.full_k(0), 0);
+    fence_operands(s);
+    wgmma_fence();
+    issue_s(s, 0);
+    pass_turn<Traits>(c);  // never the last turn: there are T + 1 ≥ 2
+    wgmma_wait_group<0>();
+    fence_operands(s);
+    mbarrier_arrive(bars.empty_k(0));
+    softmax_to_p(s, 0, alpha);  // α = 0 here and O = 0: no rescale
+    pack_p(s, pa);
 
-    if (num_tiles > 0) {
-      grant_first_turn<Traits>(c);  // the barrier table above
-      mbarrier_wait(bars.q, q_use % 2);
-
-      float s[kSRegs];
-      uint32_t pa[kKStepsO][4];
-      float alpha[2];
-      // Visit it of this block is the CTA's visit `visit + it`: its stage and phase.
-      const auto stage_of = [&](int it) { return (visit + it) % kStages; };
-      const auto phase_of = [&](int it) { return uint32_t((visit + it) / kStages % 2); };
-      // After the last S of the block: this consumer is done with Q (persistent kernel: the
-      // producer may load the next block's Q).
-      const auto release_q = [&](int it) {
-        if constexpr (Traits::kPersistent)
-          if (it == num_tiles - 1) mbarrier_arrive(bars.empty_q());
-      };
-
-      // ---- turn 0: S_0 alone -----------------------------------------------------------------
+    // ---- turns 1 … T−1: S_j, then P_{j−1} V_{j−1}; softmax of S_j under P V -----------------
+    for (int it = 1; it < num_tiles; ++it) {
+      const int stage = it % kStages, prev = (it - 1) % kStages;
       wait_turn<Traits>(c);
-      mbarrier_wait(bars.full_k(stage_of(0)), phase_of(0));
+      // Both tiles before the first wgmma: V_{j−1} was loaded before K_j, so this costs
+      // nothing, and no wait loop stands between the fence and the wgmmas (ptxas would
+      // otherwise inject a fence of its own before the P V wgmmas).
+      mbarrier_wait(bars.full_k(stage), (it / kStages) % 2);
+      mbarrier_wait(bars.full_v(prev), ((it - 1) / kStages) % 2);
       fence_operands(s);
-      wgmma_fence();
-      issue_s(s, stage_of(0));
-      pass_turn<Traits>(c);  // never the last turn: there are T + 1 ≥ 2
-      wgmma_wait_group<0>();
+      fence_o();
+      fence_p(pa);
+      wgmma_fence();  // O and P were written by ordinary instructions since the last wgmma
+      issue_s(s, it);
+      issue_pv(pa, it - 1);
+      pass_turn<Traits>(c);
+      fence_p(pa);  // P V still reads them: nothing may be moved across the waits below
+
+      // Groups complete in order: S_j is done, P V may still run (without kOverlap: both done).
+      wgmma_wait_group<Traits::kOverlap ? 1 : 0>();
       fence_operands(s);
-      mbarrier_arrive(bars.empty_k(stage_of(0)));
-      release_q(0);
-      softmax_to_p(s, 0, alpha);  // α = 0 here and O = 0: no rescale
+      mbarrier_arrive(bars.empty_k(stage));
+      softmax_to_p(s, it, alpha);
+
+      wgmma_wait_group<0>();  // P_{j−1} V_{j−1} is done: O and P may be touched again
+      fence_o();
+      fence_p(pa);
+      mbarrier_arrive(bars.empty_v(prev));
+      OnlineSoftmax::rescale(acc_o, alpha);
       pack_p(s, pa);
-
-      // ---- turns 1 … T−1: S_j, then P_{j−1} V_{j−1}; softmax of S_j under P V ---------------
-      for (int it = 1; it < num_tiles; ++it) {
-        const int stage = stage_of(it), prev = stage_of(it - 1);
-        wait_turn<Traits>(c);
-        // Both tiles before the first wgmma: V_{j−1} was loaded before K_j, so this costs
-        // nothing, and no wait loop stands between the fence and the wgmmas (ptxas would
-        // otherwise inject a fence of its own before the P V wgmmas).
-        mbarrier_wait(bars.full_k(stage), phase_of(it));
-        mbarrier_wait(bars.full_v(prev), phase_of(it - 1));
-        fence_operands(s);
-        fence_o();
-        fence_p(pa);
-        wgmma_fence();  // O and P were written by ordinary instructions since the last wgmma
-        issue_s(s, stage);
-        issue_pv(pa, prev);
-        pass_turn<Traits>(c);
-        fence_p(pa);  // P V still reads them: nothing may be moved across the waits below
-
-        // Groups complete in order: S_j is done, P V may still run (without kOverlap: both done).
-        wgmma_wait_group<Traits::kOverlap ? 1 : 0>();
-        fence_operands(s);
-        mbarrier_arrive(bars.empty_k(stage));
-        release_q(it);
-        softmax_to_p(s, it, alpha);
-
-        wgmma_wait_group<0>();  // P_{j−1} V_{j−1} is done: O and P may be touched again
-        fence_o();
-        fence_p(pa);
-        mbarrier_arrive(bars.empty_v(prev));
-        OnlineSoftmax::rescale(acc_o, alpha);
-        pack_p(s, pa);
-      }
-
-      // ---- turn T: the last P V -------------------------------------------------------------
-      const int last = num_tiles - 1;
-      wait_turn<Traits>(c);
-      mbarrier_wait(bars.full_v(stage_of(last)), phase_of(last));
-      fence_o();
-      fence_p(pa);
-      wgmma_fence();
-      issue_pv(pa, stage_of(last));
-      if (c != kNumConsumers - 1) pass_turn<Traits>(c);  // the last consumer's would go unused
-      fence_p(pa);
-      wgmma_wait_group<0>();
-      fence_o();
-      mbarrier_arrive(bars.empty_v(stage_of(last)));
-      visit += num_tiles;
-      ++q_use;
     }
 
-    // ---- Epilogue: O = O / ℓ, L = m + log ℓ; the only writes to device memory -------------
-    float lse[2];
-    softmax.finalize(acc_o, lse);
+    // ---- turn T: the last P V ---------------------------------------------------------------
+    const int last = num_tiles - 1;
+    wait_turn<Traits>(c);
+    mbarrier_wait(bars.full_v(last % kStages), (last / kStages) % 2);
+    fence_o();
+    fence_p(pa);
+    wgmma_fence();
+    issue_pv(pa, last);
+    if (c != kNumConsumers - 1) pass_turn<Traits>(c);  // the last consumer's would go unused
+    fence_p(pa);
+    wgmma_wait_group<0>();
+    fence_o();
+    mbarrier_arrive(bars.empty_v(last % kStages));
+  }
 
-    // O goes out through this warp's own 16 rows of sO (the Q tile's swizzled layout), so that
-    // every global store is 16 contiguous bytes. Staged in the Q tile (one block per CTA), the
-    // consumer's barrier makes every wgmma of the warpgroup, the readers of these rows,
-    // complete before any warp overwrites them (the other consumers read only their own rows
-    // of sQ). In a tile of its own (persistent), only this warp reads and writes its rows.
-    if constexpr (Traits::kPersistent)
-      __syncwarp();  // the previous block's reads of these rows are done
-    else
-      named_barrier_sync_at<Traits::kBarEpilogue0, 128>(c);
-    const int row_base = 64 * c + 16 * warp;  // this warp's first row in the block
+  // ---- Epilogue: O = O / ℓ, L = m + log ℓ; the only writes to device memory ---------------
+  float lse[2];
+  softmax.finalize(acc_o, lse);
+
+  // O goes out through this warp's own 16 rows of sQ (same swizzled layout as the Q tile),
+  // so that every global store is 16 contiguous bytes. The consumer's barrier: every wgmma of
+  // the warpgroup, the readers of these rows, is complete before any warp overwrites them
+  // (the other consumers read only their own rows of sQ).
+  named_barrier_sync_at<Traits::kBarEpilogue0, 128>(c);
+  const int row_base = 64 * c + 16 * warp;  // this warp's first row in the block
 #pragma unroll
-    for (int db = 0; db < kDBlocks; ++db)
+  for (int db = 0; db < kDBlocks; ++db)
 #pragma unroll
-      for (int j = 0; j < 8; ++j)  // columns 64db + 8j + 2t, +1: chunk j of the row, bytes 4t…
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int row = row_base + 8 * hh + g;
-          st_shared_u32(
-              sO + db * kBlockM * 128 + row * 128 + ((j ^ (row % 8)) * 16) + 4 * t,
-              pack_pair<Element>(acc_o[db][4 * j + 2 * hh], acc_o[db][4 * j + 2 * hh + 1]));
-        }
-    __syncwarp();
-    Element* o_head = static_cast<Element*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
-    constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks of a row of O
-#pragma unroll
-    for (int pass = 0; pass < 16 * kChunksPerRow / 32; ++pass) {
-      const int i = 32 * pass + lane;  // consecutive lanes, consecutive chunks of a row
-      const int row = row_base + i / kChunksPerRow, chunk = i % kChunksPerRow;
-      const uint4 v = ld_shared_v4(sO + (chunk / 8) * kBlockM * 128 + row * 128 +
-                                   (((chunk % 8) ^ (row % 8)) * 16));
-      if (m0 + row < p.n_q)  // the block's rows past N_q are never stored
-        st_global_v4(o_head + (m0 + row) * p.o_row_stride + chunk * 8, v);
-    }
-    if (t == 0) {  // the 4 lanes of a quad agree on their rows' L; one stores it
-      float* lse_head = p.lse + (b * p.heads_q + h) * p.n_q;
+    for (int j = 0; j < 8; ++j)  // columns 64db + 8j + 2t, +1: chunk j of the row, bytes 4t…
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const int i = m0 + row_base + 8 * hh + g;
-        if (i < p.n_q) lse_head[i] = lse[hh];
+        const int row = row_base + 8 * hh + g;
+        st_shared_u32(sQ + db * kBlockM * 128 + row * 128 + ((j ^ (row % 8)) * 16) + 4 * t,
+                      pack_pair<Element>(acc_o[db][4 * j + 2 * hh], acc_o[db][4 * j + 2 * hh + 1]));
       }
+  __syncwarp();
+  Element* o_head = static_cast<Element*>(p.o) + b * p.o_batch_stride + h * p.o_head_stride;
+  constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks of a row of O
+#pragma unroll
+  for (int pass = 0; pass < 16 * kChunksPerRow / 32; ++pass) {
+    const int i = 32 * pass + lane;  // consecutive lanes, consecutive chunks of a row
+    const int row = row_base + i / kChunksPerRow, chunk = i % kChunksPerRow;
+    const uint4 v = ld_shared_v4(sQ + (chunk / 8) * kBlockM * 128 + row * 128 +
+                                 (((chunk % 8) ^ (row % 8)) * 16));
+    if (m0 + row < p.n_q)  // the block's rows past N_q are never stored
+      st_global_v4(o_head + (m0 + row) * p.o_row_stride + chunk * 8, v);
+  }
+  if (t == 0) {  // the 4 lanes of a quad agree on their rows' L; one stores it
+    float* lse_head = p.lse + (b * p.heads_q + h) * p.n_q;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int i = m0 + row_base + 8 * hh + g;
+      if (i < p.n_q) lse_head[i] = lse[hh];
     }
   }
 }
@@ -561,18 +479,7 @@ void launch_flash_fwd(const FwdParams& p, const TensorMaps& maps, cudaStream_t s
   (void)checked;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Traits::kSmemBytes));
-  const int num_m = (p.n_q + Traits::kBlockM - 1) / Traits::kBlockM;
-  dim3 grid(num_m, p.heads_q, p.batch);
-  if constexpr (Traits::kPersistent) {  // one CTA per SM (1 fits: shared memory), or fewer
-    static const int sms = [] {
-      int device = 0, count = 0;
-      CUDA_CHECK(cudaGetDevice(&device));
-      CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-      return count;
-    }();
-    const long long items = 1LL * num_m * p.heads_q * p.batch;
-    grid = dim3(static_cast<unsigned>(items < sms ? items : sms), 1, 1);
-  }
+  const dim3 grid((p.n_q + Traits::kBlockM - 1) / Traits::kBlockM, p.heads_q, p.batch);
   kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(p, maps.q, maps.k, maps.v);
   CUDA_CHECK_LAUNCH();
 }

@@ -108,14 +108,7 @@ struct TensorMaps {
 //    tile — in a CTA of 4·128·4096·128 FLOP = 268 MFLOP, ~70 µs at step 08's 510 TFLOP/s
 //    over 132 SMs) 1.5–3%. For causal inputs the longest-first block order already fills
 //    the tail. Prediction: +2–5%, to be measured (with the three above in place) before it
-//    is made the default. Written as KernelTraits' kPersistent (bin/variants_09, row p1): grid
-//    = one CTA per SM; CTA i takes query blocks i, i + #SMs, … (work_item in
-//    flash_fwd_kernel.cuh); the producer loads the next block's Q as soon as every consumer has
-//    issued its last S (barrier empty_q) and carries on filling the ring, while the consumers
-//    finish the last P V and write O through a staging tile of its own (+kQBytes of shared
-//    memory: 193 KB at d = 128, 113 KB at d = 64). The measured hint that it pays: at d = 128
-//    step 09 spends ~3–4 µs per block outside the steady state (two-point fit, chapter 9), and
-//    cuDNN's kernel runs a persistent grid.
+//    is written.
 //
 // Registers per consumer thread (fp32 accumulators, one register each):
 //   S: kBlockN/2 = 64;  O: d/2;  P: kBlockN/4 = 32 (16-bit pairs)
@@ -134,7 +127,7 @@ struct TensorMaps {
 //                             (bar.sync) and 128 from consumer c − 1 mod C (bar.arrive)
 // ---------------------------------------------------------------------------------------------
 template <int kHeadDim_, int kNumConsumers_, int kBlockN_, int kStages_, class Element_,
-          bool kPingPong_ = true, bool kOverlap_ = true, bool kPersistent_ = false>
+          bool kPingPong_ = true, bool kOverlap_ = true>
 struct KernelTraits {
   using Element = Element_;                             // __nv_bfloat16 or __half: Q, K, V, O and P
   static constexpr int kHeadDim = kHeadDim_;            // d
@@ -148,11 +141,6 @@ struct KernelTraits {
   // The softmax of S_j runs under this warpgroup's own P_{j−1} V_{j−1} (technique 3). false:
   // it waits for both before the softmax (the ablation of the overlap alone).
   static constexpr bool kOverlap = kOverlap_;
-  // One CTA per SM looping over the query blocks (technique 4). O is staged in a buffer of its
-  // own, so that the producer can load the next block's Q (and its first K/V tiles) while the
-  // consumers write this block's O: the next block's prologue hides under this one's epilogue.
-  // false: one CTA per query block, O staged through the Q tile.
-  static constexpr bool kPersistent = kPersistent_;
 
   static constexpr int kNumThreads = 128 * (kNumConsumers + 1);  // + the producer warpgroup
   static constexpr int kNumConsumerThreads = 128 * kNumConsumers;
@@ -175,12 +163,10 @@ struct KernelTraits {
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;                 // [kStages] K tiles
   static constexpr int kVOffset = kKOffset + kStages * kKVTileBytes;  // [kStages] V tiles
-  // O's staging tile (persistent kernel only): the same layout as the Q tile.
-  static constexpr int kOOffset = kVOffset + kStages * kKVTileBytes;
-  static constexpr int kBarOffset = kOOffset + (kPersistent ? kQBytes : 0);
+  static constexpr int kBarOffset = kVOffset + kStages * kKVTileBytes;
   // Barriers, 8 bytes each: full_q, full_k[kStages], full_v[kStages], empty_k[kStages],
-  // empty_v[kStages], empty_q (persistent kernel: the consumers are done reading Q).
-  static constexpr int kNumBarriers = 2 + 4 * kStages;
+  // empty_v[kStages].
+  static constexpr int kNumBarriers = 1 + 4 * kStages;
   // + 1024: the dynamic shared memory is only guaranteed 16-byte aligned; the kernel rounds
   // its base up to 1024 (the 128-byte swizzle's atom) and may lose up to 1008 bytes.
   static constexpr int kSmemBytes = kBarOffset + 8 * kNumBarriers + 1024;

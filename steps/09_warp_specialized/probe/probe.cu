@@ -298,11 +298,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   __syncthreads();
   if (wg == 0) {  // the kernel's producer, unchanged
     setmaxnreg_dec<Traits::kProducerRegs>();
-    if (tid == 0) {
-      int visit = 0;  // one work item: the ring's visits start at 0, Q's first use
-      produce(bars, sQ, sK, sV, &tma_q, &tma_k, &tma_v, 0, kHead, kHead, 0, heads_inner, num_tiles,
-              0, visit);
-    }
+    if (tid == 0)
+      produce(bars, sQ, sK, sV, &tma_q, &tma_k, &tma_v, 0, kHead, kHead, 0, heads_inner, num_tiles);
     return;
   }
   setmaxnreg_inc<Traits::kConsumerRegs>();

@@ -19,7 +19,7 @@ Variant make_variant(std::string name, std::string change) {
   v.config = std::to_string(T::kBlockM) + "×" + std::to_string(T::kBlockN) + ", " +
              std::to_string(T::kNumConsumers) + " consumers, " + std::to_string(T::kStages) +
              " stages" + (T::kPingPong ? ", ping-pong" : "") +
-             (T::kOverlap ? ", softmax under P V" : "") + (T::kPersistent ? ", persistent" : "");
+             (T::kOverlap ? ", softmax under P V" : "");
   v.head_dim = T::kHeadDim;
   v.smem_bytes = T::kSmemBytes;
   v.run = [](const Problem& prob, const DeviceTensors& t) {

@@ -12,8 +12,6 @@ void add_d128_tile_variants(std::vector<Variant>& out) {
   out.push_back(make_variant<KernelTraits<128, 2, 128, 3, E>>("t1", "w3 with 3 K/V stages"));
   out.push_back(
       make_variant<KernelTraits<128, 2, 64, 4, E>>("t2", "w3 with K/V tiles of 64 keys, 4 stages"));
-  out.push_back(make_variant<KernelTraits<128, 2, 128, 2, E, true, true, true>>(
-      "p1", "w3 with one CTA per SM looping over the query blocks, O staged apart"));
 }
 
 }  // namespace fa::step09

@@ -20,8 +20,6 @@ void add_d64_variants(std::vector<Variant>& out) {
   out.push_back(
       make_variant<KernelTraits<64, 2, 128, 2, E>>("t1", "w3 with 2 consumers (128 rows)"));
   out.push_back(make_variant<KernelTraits<64, 3, 128, 3, E>>("t2", "w3 with 3 K/V stages"));
-  out.push_back(make_variant<KernelTraits<64, 3, 128, 2, E, true, true, true>>(
-      "p1", "w3 with one CTA per SM looping over the query blocks, O staged apart"));
 }
 
 }  // namespace fa::step09
