@@ -54,7 +54,7 @@ DTYPE_ORDER = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
 PEER_ORDER = ["torch_cudnn", "torch_flash", "torch_efficient", "torch_math", "torch_naive"]
 DEFAULT_RATIO_PEERS = "torch_efficient,torch_flash,torch_naive,cublas_baseline"
 # The backward: FlashAttention-2's backward first; the memory-efficient kernel also runs fp32.
-DEFAULT_BACKWARD_RATIO_PEERS = "torch_flash,torch_efficient"
+DEFAULT_BACKWARD_RATIO_PEERS = "torch_flash,torch_cudnn,torch_efficient"
 # A record's pass; one without a "pass" field is a forward pass.
 PASSES = ("forward", "backward")
 NAME_FIELDS = [  # (position in the benchmark name, record field, prefix, type)
@@ -405,6 +405,15 @@ def ratio_tables(records, ratio_peers):
     return ratio_lines
 
 
+def provenance_lines(doc, kind):
+    """The date, commit and command that measured the records of pass `kind`: the pass's own
+    entry in doc["runs"] when the file merges runs of different commits, else the header's."""
+    run = doc.get("runs", {}).get(kind) or doc
+    return [f"- Date: {run.get('date', '–')}",
+            f"- Commit: {code(run.get('commit', '–'))}",
+            f"- Command: {code(run['command'])}" if run.get("command") else "- Command: –"]
+
+
 def make_markdown(doc, ratio_peers, backward_ratio_peers=None):
     records = of_pass(doc["results"], "forward")
     backward = of_pass(doc["results"], "backward")
@@ -415,9 +424,7 @@ def make_markdown(doc, ratio_peers, backward_ratio_peers=None):
         sw = doc["peers_software"]
         out.append(f"- Peers: PyTorch {sw.get('torch', '?')}, cuDNN {sw.get('cudnn', '?')}"
                    + (f", CUDA {sw['cuda']}" if sw.get("cuda") else ""))
-    out.append(f"- Date: {doc['date']}")
-    out.append(f"- Commit: {code(doc['commit'])}")
-    out.append(f"- Command: {code(doc['command'])}" if doc["command"] else "- Command: –")
+    out += provenance_lines(doc, "forward")
     out += ["",
             "TFLOP/s counts forward FLOPs as 4·B·H·N²·d, halved when causal "
             "([conventions](../conventions.md)); the time is the median of CUDA-event "
@@ -438,7 +445,7 @@ def make_markdown(doc, ratio_peers, backward_ratio_peers=None):
                 "(above 1× means our step is faster).", ""]
         out += ratio_lines
     if backward:
-        out += [f"# Backward attention on {doc['gpu']}", "",
+        out += [f"# Backward attention on {doc['gpu']}", ""] + provenance_lines(doc, "backward") + ["",
                 "The backward pass alone: dQ, dK and dV from Q, K, V, O, L and dO. TFLOP/s "
                 "counts 2.5 × the forward's FLOPs, 10·B·H·N²·d, halved when causal "
                 "([conventions](../conventions.md), Backward); the time is the median of "
@@ -540,7 +547,7 @@ def main(argv=None):
         peer_docs.append(doc)
     new = list(by_key.values())
 
-    old_doc = None
+    old_doc, kept = None, []
     if args.merge and os.path.exists(args.out_json):
         with open(args.out_json) as f:
             old_doc = json.load(f)
@@ -584,6 +591,18 @@ def main(argv=None):
         or git_commit() or "unknown",
         "command": args.command if args.command is not None else old.get("command", ""),
     }
+    # Per pass, who measured it: the passes this run brings take this run's header; the
+    # passes kept from the merged file keep theirs (its "runs" entry, else its header).
+    this_run = {k: doc[k] for k in ("date", "commit", "command")}
+    old_runs = old.get("runs") or {}
+    runs = {}
+    for kind in PASSES:
+        if any(pass_of(r) == kind for r in new[:len(new) - len(kept)] if not rerender):
+            runs[kind] = this_run
+        elif any(pass_of(r) == kind for r in new):
+            runs[kind] = old_runs.get(kind) or {k: old.get(k, "") for k in this_run}
+    if len({json.dumps(v, sort_keys=True) for v in runs.values()}) > 1:
+        doc["runs"] = runs
     sw = next(({k: d.get(k) for k in ("torch", "cudnn", "cuda") if d.get(k) is not None}
                for d in peer_docs if d.get("torch")), None)
     if sw is None and old_doc is not None:
