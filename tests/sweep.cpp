@@ -1,5 +1,8 @@
 // sweep.cpp — randomized sweep: many random problems (B, H_q, H_kv, N_q, N_kv, d, causal,
-// layout, input distribution, dtype) against the reference, for every registered step.
+// layout, input distribution, dtype) against the reference, for every registered step: the
+// forward of the steps that have one, the backward of those that have one (dQ, dK, dV against
+// the double backward), and the decoding steps (random lengths, contiguous or paged caches with
+// shuffled pages, q_len 1..16, split count from the rule or forced).
 //
 //   bin/sweep --count 500            # 500 problems per dtype family; prints its seed
 //   bin/sweep --seed 1234 --only 12  # replay problem #12 of a failed run
@@ -16,12 +19,15 @@
 #include <string>
 #include <vector>
 
+#include "common/decode_registry.h"
 #include "common/device_problem.h"
 #include "common/inputs.h"
 #include "common/launch.h"
 #include "common/registry.h"
 #include "reference/compare.h"
 #include "steps/harness/cli.h"
+#include "tests/decode_cases.h"
+#include "tests/decode_gpu.h"
 
 namespace {
 
@@ -52,6 +58,32 @@ fa::Problem draw(std::mt19937_64& g, fa::DType dtype) {
   p.causal = pick(0, 1) == 1;
   p.layout = pick(0, 1) ? fa::Layout::BNHD : fa::Layout::BHND;
   return p;
+}
+
+// One random decoding problem of `dtype` and head dim `d`: 1..4 sequences of random lengths
+// (0, tiny, off a tile or page boundary, or a few hundred), q_len 1..16, MHA/GQA/MQA, a
+// contiguous cache with spare rows or a paged one (page size 16..256, pages shuffled).
+fa::DecodeProblem draw_decode(std::mt19937_64& g, fa::DType dtype, int d) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); };
+  const int hkv = pick(1, 3), group = std::vector<int>{1, 2, 4, 8}[pick(0, 3)];
+  std::vector<int> lens(pick(1, 4));
+  for (int& n : lens) {
+    switch (pick(0, 3)) {
+      case 0:
+        n = pick(0, 8);
+        break;
+      case 1:
+        n = 64 * pick(1, 6) + pick(-1, 1);
+        break;
+      default:
+        n = pick(0, 700);
+    }
+  }
+  fa::DecodeProblem p = fa::test::shapes(hkv * group, hkv, d, pick(1, 16), lens);
+  p.dtype = dtype;
+  if (pick(0, 1)) return fa::test::contiguous(p, p.max_kv_len() + pick(0, 40));
+  const int pages[] = {16, 32, 64, 128, 256};
+  return fa::test::paged(p, pages[pick(0, 4)], g(), pick(0, 3));
 }
 
 }  // namespace
@@ -89,7 +121,22 @@ int main(int argc, char** argv) try {
     else
       std::printf("%s: not run on this GPU: %s\n", s->name, why.c_str());
   }
+  std::vector<const fa::DecodeStepInfo*> decoders;
+  for (const fa::DecodeStepInfo* s : fa::decode_steps()) {
+    if (std::string why = fa::device_refusal(*s, limits); why.empty())
+      decoders.push_back(s);
+    else
+      std::printf("%s: not run on this GPU: %s\n", s->name, why.c_str());
+  }
   std::map<std::string, int> runs, fails;
+  // Counts one problem of `name` and prints its failure, if any, with how to replay it.
+  auto record = [&](const std::string& name, int i, const std::string& what, const std::string& e) {
+    ++runs[name];
+    if (e.empty()) return;
+    ++fails[name];
+    std::printf("FAIL #%d %s %s: %s (replay: --seed %llu --only %d)\n", i, name.c_str(),
+                what.c_str(), e.c_str(), static_cast<unsigned long long>(seed), i);
+  };
   for (int i = 0; i < count; ++i) {
     if (only >= 0 && i != only) continue;
     // Problem i is fp32 for the CUDA-core steps and fp16/bf16 for the tensor-core steps.
@@ -98,31 +145,85 @@ int main(int argc, char** argv) try {
     for (fa::DType dtype : {fa::DType::F32, lowp}) {
       const fa::Problem p = draw(g, dtype);
       const auto dist = static_cast<fa::Distribution>(std::uniform_int_distribution<int>(0, 2)(g));
-      std::vector<const fa::StepInfo*> todo;
-      for (const fa::StepInfo* s : steps)
-        if (fa::check_step(*s, p).empty()) todo.push_back(s);
-      if (todo.empty()) continue;
+      std::vector<const fa::StepInfo*> todo, todo_backward;
+      for (const fa::StepInfo* s : steps) {
+        if (!fa::check_step(*s, p).empty()) continue;
+        if (s->run) todo.push_back(s);
+        if (s->backward) todo_backward.push_back(s);
+      }
+      if (todo.empty() && todo_backward.empty()) continue;
       const fa::HostInputs in = fa::make_inputs(p, dist, seed + i);
-      const fa::ref::Expected want = fa::ref::expected_for(in);
-      for (const fa::StepInfo* s : todo) {
-        std::string e;
+      const std::string what = p.describe() + " dist=" + fa::distribution_name(dist);
+      if (!todo.empty()) {
+        const fa::ref::Expected want = fa::ref::expected_for(in);
+        for (const fa::StepInfo* s : todo) {
+          std::string e;
+          try {
+            fa::DeviceProblem dev(in, s->workspace_bytes ? s->workspace_bytes(p) : 0);
+            fa::run_step(*s, p, dev.tensors(), dev.workspace());
+            std::vector<float> o, lse;
+            dev.download(&o, &lse);
+            e = fa::ref::verdict(p, o, lse, want);
+          } catch (const std::exception& ex) {
+            e = ex.what();
+          }
+          record(s->name, i, what, e);
+        }
+      }
+      if (!todo_backward.empty()) {
+        // dO ~ N(0, 1) in the problem's dtype; O and L from the double reference.
+        std::vector<float> d_o =
+            fa::make_inputs(p, fa::Distribution::Normal, (seed + i) ^ 0x9e3779b97f4a7c15ull).q;
+        const fa::ref::ExpectedBackward want = fa::ref::expected_backward(in, std::move(d_o));
+        for (const fa::StepInfo* s : todo_backward) {
+          std::string e;
+          try {
+            fa::DeviceBackward dev(
+                in, want.o, want.lse, want.d_o,
+                s->backward_workspace_bytes ? s->backward_workspace_bytes(p) : 0);
+            dev.poison();
+            fa::run_backward(*s, p, dev.tensors(), dev.workspace());
+            std::vector<float> dq, dk, dv;
+            dev.download(&dq, &dk, &dv);
+            e = fa::ref::verdict_backward(p, dq, dk, dv, want);
+          } catch (const std::exception& ex) {
+            e = ex.what();
+          }
+          record(std::string(s->name) + " (backward)", i, what, e);
+        }
+      }
+    }
+    for (const fa::DecodeStepInfo* s : decoders) {
+      // Problem i's decoding case: the step's dtypes and head dims, split count from the
+      // rule or forced to 1..max_splits, seeded from the problem so it replays alone.
+      std::mt19937_64 g(seed + i + 0x5bd1e995ull);
+      const fa::DType t =
+          s->dtypes[std::uniform_int_distribution<std::size_t>(0, s->dtypes.size() - 1)(g)];
+      const int d =
+          s->head_dims[std::uniform_int_distribution<std::size_t>(0, s->head_dims.size() - 1)(g)];
+      const fa::DecodeProblem p = draw_decode(g, t, d);
+      const int splits = std::uniform_int_distribution<int>(0, 1)(g)
+                             ? 0
+                             : std::uniform_int_distribution<int>(1, s->max_splits)(g);
+      std::string e = fa::check_decode_step(*s, p);
+      std::string what =
+          "B=" + std::to_string(p.batch) + " Hq=" + std::to_string(p.heads_q) +
+          " Hkv=" + std::to_string(p.heads_kv) + " d=" + std::to_string(d) +
+          " q_len=" + std::to_string(p.q_len) + " " + fa::dtype_name(t) +
+          (p.cache == fa::CacheKind::Paged ? " paged(" + std::to_string(p.page_size) + ")"
+                                           : " contiguous") +
+          " splits=" + (splits ? std::to_string(splits) : "rule");
+      if (e.empty()) {
         try {
-          fa::DeviceProblem dev(in, s->workspace_bytes ? s->workspace_bytes(p) : 0);
-          fa::run_step(*s, p, dev.tensors(), dev.workspace());
-          std::vector<float> o, lse;
-          dev.download(&o, &lse);
-          e = fa::ref::verdict(p, o, lse, want);
+          const fa::test::DecodeCase c = fa::test::make_case(p, seed + i);
+          e = fa::test::judge_case(c, fa::test::run_case(*s, c, splits));
         } catch (const std::exception& ex) {
           e = ex.what();
         }
-        ++runs[s->name];
-        if (!e.empty()) {
-          ++fails[s->name];
-          std::printf("FAIL #%d %s %s dist=%s: %s (replay: --seed %llu --only %d)\n", i, s->name,
-                      p.describe().c_str(), fa::distribution_name(dist), e.c_str(),
-                      static_cast<unsigned long long>(seed), i);
-        }
+      } else {
+        e = "the sweep drew a problem the step refuses: " + e;
       }
+      record(std::string(s->name) + " (decode)", i, what, e);
     }
     if ((i + 1) % 50 == 0) std::printf("  %d/%d problems\n", i + 1, count), std::fflush(stdout);
   }
@@ -132,7 +233,7 @@ int main(int argc, char** argv) try {
   }
   int total_fail = 0;
   for (const auto& [name, n] : runs) {
-    std::printf("%-22s %5d problems, %d failed\n", name.c_str(), n, fails[name]);
+    std::printf("%-33s %5d problems, %d failed\n", name.c_str(), n, fails[name]);
     total_fail += fails[name];
   }
   std::printf("sweep: %s\n", total_fail ? "FAILED" : "all passed");
