@@ -156,13 +156,14 @@ def _shape(t):
     return tuple(t.shape)
 
 
-def _problem(q, k, v, causal, scale, layout):
-    """The C API's problem for q, k, v (checked here: what the C API cannot see, the tensors)."""
-    if layout not in ("bhnd", "bnhd"):
-        raise ValueError(f"layout ({layout!r}) must be 'bhnd' or 'bnhd'")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 4 or not t.is_cuda:
-            raise ValueError(f"{name} must be a 4-D CUDA tensor, got {_shape(t)} on {t.device}")
+def _dtype_of(tensors):
+    """The C API's dtype code of (name, tensor) pairs, each a 4-D CUDA tensor on the device and
+    in the dtype of the first (q); ValueError naming the first that is not."""
+    q = tensors[0][1]
+    for name, t in tensors:
+        if not hasattr(t, "is_cuda") or t.dim() != 4 or not t.is_cuda:
+            got = f"{_shape(t)} on {t.device}" if hasattr(t, "is_cuda") else type(t).__name__
+            raise ValueError(f"{name} must be a 4-D CUDA tensor, got {got}")
         if t.device != q.device:
             raise ValueError(f"{name} is on {t.device}, q on {q.device}: all must be on one device")
         if t.dtype != q.dtype:
@@ -170,6 +171,14 @@ def _problem(q, k, v, causal, scale, layout):
     dtype = _DTYPES.get(str(q.dtype).replace("torch.", ""))
     if dtype is None:
         raise ValueError(f"dtype ({q.dtype}) must be float32, float16 or bfloat16")
+    return dtype
+
+
+def _problem(q, k, v, causal, scale, layout):
+    """The C API's problem for q, k, v (checked here: what the C API cannot see, the tensors)."""
+    if layout not in ("bhnd", "bnhd"):
+        raise ValueError(f"layout ({layout!r}) must be 'bhnd' or 'bnhd'")
+    dtype = _dtype_of((("q", q), ("k", k), ("v", v)))
     if v.shape != k.shape:
         raise ValueError(f"v has shape {_shape(v)}, k has {_shape(k)}: v must be shaped like k")
     seq, heads = (2, 1) if layout == "bhnd" else (1, 2)
@@ -294,20 +303,8 @@ def decode(q, k_new, v_new, k_cache, v_cache, cache_lens, block_table=None, scal
     """
     import torch
 
-    tensors = (("q", q), ("k_new", k_new), ("v_new", v_new), ("k_cache", k_cache),
-               ("v_cache", v_cache))
-    for name, t in tensors:
-        if not isinstance(t, torch.Tensor) or t.dim() != 4 or not t.is_cuda:
-            what = (f"{_shape(t)} on {t.device}" if isinstance(t, torch.Tensor)
-                    else type(t).__name__)
-            raise ValueError(f"{name} must be a 4-D CUDA tensor, got {what}")
-        if t.device != q.device:
-            raise ValueError(f"{name} is on {t.device}, q on {q.device}: all must be on one device")
-        if t.dtype != q.dtype:
-            raise ValueError(f"{name} has dtype {t.dtype}, q has {q.dtype}")
-    dtype = _DTYPES.get(str(q.dtype).replace("torch.", ""))
-    if dtype is None:
-        raise ValueError(f"dtype ({q.dtype}) must be float32, float16 or bfloat16")
+    dtype = _dtype_of((("q", q), ("k_new", k_new), ("v_new", v_new), ("k_cache", k_cache),
+                       ("v_cache", v_cache)))
     b, q_len, heads_q, d = q.shape
     if k_new.shape[0] != b or k_new.shape[1] != q_len or k_new.shape[3] != d:
         raise ValueError(f"k_new has shape {_shape(k_new)}, q has {_shape(q)}: k_new must be "

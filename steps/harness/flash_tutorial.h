@@ -26,10 +26,12 @@ extern "C" {
 typedef enum {
   FA_OK = 0,                     /**< success (fa_last_error() is then "") */
   FA_ERROR_INVALID_ARGUMENT = 1, /**< a null pointer (problem, bytes, q, k, v, o, lse, d_o,
-                                      dq, dk, dv, a needed workspace), a misaligned pointer, a
-                                      workspace too small, a dtype or layout out of range, a
-                                      pass the step does not have, or a problem the step
-                                      cannot run */
+                                      dq, dk, dv; k_new, v_new, k_cache, v_cache, cache_lens,
+                                      block_table, num_splits; a needed workspace), a
+                                      misaligned pointer, a workspace too small, a dtype,
+                                      layout, cache kind or split count out of range, a pass
+                                      the step does not have, or a problem the step cannot
+                                      run */
   FA_ERROR_UNKNOWN_STEP = 2,     /**< no step by that name, or the name is NULL */
   FA_ERROR_CUDA = 3,             /**< a CUDA call failed (only fa_run, fa_backward and
                                       fa_decode make any, after every check above passed, and
