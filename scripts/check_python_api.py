@@ -259,6 +259,9 @@ def gradient_refusals():
     return failures
 
 
+DEVICE = "cuda"  # where the decoding checks make their tensors
+
+
 def sdpa_gqa(q, k, v, mask):
     """PyTorch SDPA in [B, H, N, d] with fewer K/V heads than query heads: enable_gqa (PyTorch
     2.5 and later), else K and V heads repeated."""
@@ -300,7 +303,7 @@ def same_bits(a, b):
 
 def decode_case(step, b, hq, hkv, d, q_len, lens, page, dtype):
     """One decoding problem through flash_tutorial.decode; (ok, the line to print)."""
-    dev = "cuda"
+    dev = DEVICE
     hist_k = [torch.randn(n, hkv, d, device=dev, dtype=dtype) for n in lens]
     hist_v = [torch.randn(n, hkv, d, device=dev, dtype=dtype) for n in lens]
     q = torch.randn(b, q_len, hq, d, device=dev, dtype=dtype)
@@ -322,7 +325,7 @@ def decode_case(step, b, hq, hkv, d, q_len, lens, page, dtype):
         need = sum(-(-(n + q_len) // page) for n in lens)
         cache = ft.PagedKVCache(b, hkv, d, num_pages=need + 3, page_size=page,
                                 max_pages=max(-(-(n + q_len) // page) for n in lens) + 1,
-                                dtype=dtype, seed=sum(lens))
+                                dtype=dtype, device=dev, seed=sum(lens))
         for i, n in enumerate(lens):
             cache.append(0, i, hist_k[i], hist_v[i])
             cache.advance(n, i)
@@ -400,7 +403,7 @@ def decode_refusals():
     """Bad decoding input: ValueError for the tensors, FlashTutorialError for what the C API
     refuses, each naming the argument; the cache unchanged. The count of failures."""
     failures = 0
-    dev, f16 = "cuda", torch.float16
+    dev, f16 = DEVICE, torch.float16
     q = torch.randn(2, 1, 4, 64, device=dev, dtype=f16)
     kn = torch.randn(2, 1, 2, 64, device=dev, dtype=f16)
     kc = torch.randn(2, 40, 2, 64, device=dev, dtype=f16)
@@ -452,10 +455,12 @@ def decode_refusals():
          ft.FlashTutorialError, "head_dim (96) is not supported by step 12_decode"),
         ("a forward step", lambda: ft.decode(q, kn, kn, kc, vc, [3, 4], step="07"),
          ft.FlashTutorialError, "step (07) is not a registered decoding step"),
-        ("more pages than max_pages", lambda: ft.PagedKVCache(1, 2, 64, num_pages=8, max_pages=2)
-         .reserve(0, 33), ValueError, "more than max_pages (2)"),
-        ("pool exhausted", lambda: ft.PagedKVCache(1, 2, 64, num_pages=2, max_pages=4)
-         .reserve(0, 33), ValueError, "of num_pages (2) are free"),
+        ("more pages than max_pages", lambda: ft.PagedKVCache(
+            1, 2, 64, num_pages=8, max_pages=2, device=dev).reserve(0, 33), ValueError,
+         "more than max_pages (2)"),
+        ("pool exhausted", lambda: ft.PagedKVCache(
+            1, 2, 64, num_pages=2, max_pages=4, device=dev).reserve(0, 33), ValueError,
+         "of num_pages (2) are free"),
     ]
     for what, call, error, expect in cases:
         try:
