@@ -151,6 +151,7 @@ class Sdpa:
         self.k = [torch.zeros(shape, dtype=dtype, device=DEVICE) for _ in range(args.layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=DEVICE) for _ in range(args.layers)]
         self.lengths = torch.zeros(len(args.prompt_lens), dtype=torch.long, device=DEVICE)
+        self.longest = 0  # max(lengths), kept on the host: reading it back would wait for the GPU
         self.prefilling = None
 
     def __call__(self, q, k, v, layer):
@@ -164,7 +165,7 @@ class Sdpa:
             rows = self.torch.arange(q.shape[0], device=q.device)
             self.k[layer][rows, :, self.lengths] = k[:, :, 0]
             self.v[layer][rows, :, self.lengths] = v[:, :, 0]
-            end = int(self.lengths.max()) + 1
+            end = self.longest + 1
             keys = self.torch.arange(end, device=q.device)
             mask = (keys[None, :] <= self.lengths[:, None])[:, None, None, :]  # [B, 1, 1, end]
             o = sdpa(q, self.k[layer][:, :, :end], self.v[layer][:, :, :end], attn_mask=mask)
@@ -172,9 +173,11 @@ class Sdpa:
 
     def end_prefill(self, b, n):
         self.lengths[b] = n
+        self.longest = max(self.longest, n)
 
     def end_step(self):
         self.lengths += 1
+        self.longest += 1
 
 
 def generate(torch, model, attention, prompts, args, forced=None):
