@@ -87,6 +87,14 @@ std::string check_decode_step(const DecodeStepInfo& step, const DecodeProblem& p
 std::string check_decode_launch(const DecodeStepInfo& step, const DecodeProblem& p,
                                 const DecodeTensors& t, int num_splits, const DeviceLimits& device);
 
+/// \brief The workspace of a launch with `num_splits` splits: "" when it is set (if the step
+/// needs any) and aligned to step.alignment bytes (the partial results are stored in pieces of
+/// that size, like the tensors), otherwise the message. run_decode() applies it.
+/// \param step the step \param p the problem \param num_splits the split count
+/// \param workspace the device scratch \return "" or the message
+std::string check_decode_workspace(const DecodeStepInfo& step, const DecodeProblem& p,
+                                   int num_splits, const void* workspace);
+
 /// \brief Does `device` refuse `step` outright? "" when the step can run its smallest problem
 /// there (its first dtype and head dim, one sequence, one new token, one split), otherwise
 /// check_device's reason (e.g. a compute capability below what its copies need).

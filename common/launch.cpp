@@ -1,8 +1,6 @@
 #include "common/launch.h"
 
 #include <cstddef>
-#include <cstdint>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -88,15 +86,8 @@ void run_decode(const DecodeStepInfo& step, const DecodeProblem& p, const Decode
   const DeviceLimits limits = limits_if(step.check_device != nullptr);
   if (std::string e = check_decode_launch(step, p, t, num_splits, limits); !e.empty())
     throw std::invalid_argument(e);
-  if (step.workspace_bytes)
-    check_workspace(step.name, step.workspace_bytes(p, num_splits), workspace);
-  // The partial results are stored in 16-byte pieces, like the tensors.
-  if (step.alignment > 0 && reinterpret_cast<std::uintptr_t>(workspace) % step.alignment != 0) {
-    std::ostringstream os;
-    os << "workspace (" << workspace << ") is not aligned to " << step.alignment
-       << " bytes as step " << step.name << " requires";
-    throw std::invalid_argument(os.str());
-  }
+  if (std::string e = check_decode_workspace(step, p, num_splits, workspace); !e.empty())
+    throw std::invalid_argument(e);
   step.run(p, t, num_splits, workspace, stream);
   CUDA_CHECK_LAUNCH();
 }

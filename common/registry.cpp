@@ -275,4 +275,20 @@ std::string check_decode_launch(const DecodeStepInfo& step, const DecodeProblem&
   return {};
 }
 
+std::string check_decode_workspace(const DecodeStepInfo& step, const DecodeProblem& p,
+                                   int num_splits, const void* workspace) {
+  const std::size_t need = step.workspace_bytes ? step.workspace_bytes(p, num_splits) : 0;
+  std::ostringstream os;
+  if (need > 0 && workspace == nullptr) {
+    os << "workspace is null but step " << step.name << " needs " << need << " bytes";
+    return os.str();
+  }
+  if (step.alignment > 0 && reinterpret_cast<std::uintptr_t>(workspace) % step.alignment != 0) {
+    os << "workspace (" << workspace << ") is not aligned to " << step.alignment
+       << " bytes as step " << step.name << " requires";
+    return os.str();
+  }
+  return {};
+}
+
 }  // namespace fa

@@ -14,7 +14,19 @@ against a float64 reference (SDPA in float64) may be at most
 (fp32: factor 4, slacks 1e-5 and 1e-4; fp16 and bf16: factor 2, slacks 1e-3, plus the ulp).
 A step the GPU refuses (its device limits) is reported as not run, never as passed.
 
+Then decoding: flash_tutorial.decode (append this step's new K/V into the cache, then attend)
+for every decoding step, with a contiguous cache and with a paged one (flash_tutorial's
+PagedKVCache: pages in shuffled order), MHA, GQA and MQA, q_len 1 and up to 16 (causal among
+the new tokens), lengths 0, 1, odd and not a multiple of the page. Each sequence's O is judged
+by the rule above against SDPA (enable_gqa, the bottom-right causal mask) in the same dtype,
+the float64 reference as the truth; L within 1e-3 of the reference; the cache bit for bit (the
+new rows where they belong, no other row written); one split against the step's choice and 7
+splits (O within two units in the last place plus 1e-5, L within 1e-4 * max(1, |L|)). Then its
+refusals: bad tensors raise ValueError, what the C API refuses raises FlashTutorialError, each
+naming the argument, and the cache is left as it was.
+
     scripts/check_python_api.py [--fp32-forward STEP] [--half-forward STEP] [--backward STEP]...
+                                [--decode-random N] [--no-decode]
 """
 import argparse
 import faulthandler
@@ -247,6 +259,226 @@ def gradient_refusals():
     return failures
 
 
+DEVICE = "cuda"  # where the decoding checks make their tensors
+
+
+def sdpa_gqa(q, k, v, mask):
+    """PyTorch SDPA in [B, H, N, d] with fewer K/V heads than query heads: enable_gqa (PyTorch
+    2.5 and later), else K and V heads repeated."""
+    f = torch.nn.functional.scaled_dot_product_attention
+    try:
+        return f(q, k, v, attn_mask=mask, enable_gqa=True)
+    except TypeError:  # PyTorch before 2.5
+        g = q.shape[1] // k.shape[1]
+        return f(q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1), attn_mask=mask)
+
+
+def decode_problems(count):
+    """(B, H_q, H_kv, d, q_len, lens, page_size or None (contiguous), dtype): fixed cases for
+    each feature, then `count` random ones (seeded)."""
+    f16, bf16 = torch.float16, torch.bfloat16
+    fixed = [(3, 4, 4, 64, 1, [1, 37, 255], None, f16),           # MHA, q_len 1, contiguous
+             (3, 8, 2, 128, 1, [0, 17, 300], 16, bf16),           # GQA, an empty sequence, paged
+             (3, 8, 1, 64, 5, [1, 63, 129], 32, f16),             # MQA, q_len 5
+             (2, 4, 2, 128, 16, [33, 1000], None, bf16),          # q_len 16, contiguous
+             (2, 16, 1, 64, 16, [5, 700], 64, f16),               # 256 rows per K/V head
+             (2, 32, 8, 128, 2, [4095, 3001], 256, bf16)]         # long: many splits
+    g = torch.Generator().manual_seed(2)
+
+    def pick(options):
+        return options[int(torch.randint(len(options), (1,), generator=g))]
+
+    for _ in range(count):
+        hkv, group, b = pick((1, 2, 4)), pick((1, 2, 4, 8)), pick((1, 2, 3, 4))
+        lens = [int(torch.randint(0, 2000, (1,), generator=g)) for _ in range(b)]
+        fixed.append((b, hkv * group, hkv, pick((64, 128)), pick((1, 2, 3, 8, 16)), lens,
+                      pick((None, 16, 48, 256)), pick((f16, bf16))))
+    return fixed
+
+
+def same_bits(a, b):
+    """Equal tensors, NaN where the other has NaN."""
+    return a.shape == b.shape and bool((a.view(torch.int16) == b.view(torch.int16)).all())
+
+
+def decode_case(step, b, hq, hkv, d, q_len, lens, page, dtype):
+    """One decoding problem through flash_tutorial.decode; (ok, the line to print)."""
+    dev = DEVICE
+    hist_k = [torch.randn(n, hkv, d, device=dev, dtype=dtype) for n in lens]
+    hist_v = [torch.randn(n, hkv, d, device=dev, dtype=dtype) for n in lens]
+    q = torch.randn(b, q_len, hq, d, device=dev, dtype=dtype)
+    k_new, v_new = (torch.randn(b, q_len, hkv, d, device=dev, dtype=dtype) for _ in range(2))
+    if page is None:  # contiguous, N_max a little beyond the longest sequence
+        n_max = max(lens) + q_len + 7
+        k_cache, v_cache = (torch.full((b, n_max, hkv, d), float("nan"), device=dev, dtype=dtype)
+                            for _ in range(2))
+        for i, n in enumerate(lens):
+            k_cache[i, :n], v_cache[i, :n] = hist_k[i], hist_v[i]
+
+        def run(**kw):
+            return ft.decode(q, k_new, v_new, k_cache, v_cache, lens, step=step, **kw)
+
+        def rows(i, n):
+            return k_cache[i, :n], v_cache[i, :n]
+        where = f"contiguous(N_max {n_max})"
+    else:
+        need = sum(-(-(n + q_len) // page) for n in lens)
+        cache = ft.PagedKVCache(b, hkv, d, num_pages=need + 3, page_size=page,
+                                max_pages=max(-(-(n + q_len) // page) for n in lens) + 1,
+                                dtype=dtype, device=dev, seed=sum(lens))
+        for i, n in enumerate(lens):
+            cache.append(0, i, hist_k[i], hist_v[i])
+            cache.advance(n, i)
+            cache.reserve(i, n + q_len)  # the pages the new rows go to
+
+        def run(**kw):
+            return ft.decode(q, k_new, v_new, cache.k[0], cache.v[0], cache.lengths,
+                             cache.block_table, step=step, **kw)
+
+        def rows(i, n):
+            pages, at = cache._rows(i, 0, n, dev)
+            return cache.k[0][pages, at], cache.v[0][pages, at]
+        where = f"paged({page} x {need + 3})"
+    o, lse = run()
+    name = (f"decode {step} {str(dtype)[6:]:8s} B={b} Hq={hq} Hkv={hkv} d={d} q_len={q_len} "
+            f"lens={lens} {where}")
+    cells, ok = [], True
+    # The cache: every sequence's rows are its history then the new rows, bit for bit, and no
+    # other row was written (the NaN elsewhere stays).
+    written = 0
+    for i, n in enumerate(lens):
+        k_rows, v_rows = rows(i, n + q_len)
+        ok_i = (same_bits(k_rows, torch.cat([hist_k[i], k_new[i]])) and
+                same_bits(v_rows, torch.cat([hist_v[i], v_new[i]])))
+        ok &= ok_i
+        written += n + q_len
+    pool = k_cache if page is None else cache.k[0]
+    stray = int((~torch.isnan(pool)).flatten(-2).any(-1).sum()) - written
+    ok &= stray == 0
+    cells.append(f"cache {'ok' if ok else 'FAIL'}{f' ({stray} stray rows)' if stray else ''}")
+    # O and L per sequence against SDPA and the float64 reference.
+    worst, lworst = 0.0, 0.0
+    for i, n in enumerate(lens):
+        qb = q[i].transpose(0, 1)[None]                          # [1, H_q, q_len, d]
+        kb = torch.cat([hist_k[i], k_new[i]]).transpose(0, 1)[None]
+        vb = torch.cat([hist_v[i], v_new[i]]).transpose(0, 1)[None]
+        ro, rl = reference(qb, kb, vb, causal=True)
+        j = torch.arange(n + q_len, device=dev)[None, :]
+        mask = j <= torch.arange(q_len, device=dev)[:, None] + n
+        oracle = sdpa_gqa(qb, kb, vb, mask)
+        ok_o, rel, bound = judge(o[i].transpose(0, 1)[None], oracle, ro, dtype)
+        lerr = (lse[i][None].double() - rl).abs().max().item()
+        ok &= ok_o and lerr < 1e-3
+        worst, lworst = max(worst, rel / bound), max(lworst, lerr)
+    cells.append(f"O rel/bound {worst:.2f}, L err {lworst:.1e}")
+    # One split and seven against the step's choice (the append repeats the same rows).
+    for splits in (1, 7):
+        o2, l2 = run(num_splits=splits)
+        tol = 2 * torch.finfo(dtype).eps * o.float().abs() + 1e-5
+        same = bool(((o2.float() - o.float()).abs() <= tol).all()) and bool(
+            ((l2 - lse).abs() <= 1e-4 * lse.abs().clamp(min=1)).all())
+        ok &= same
+        cells.append(f"{splits} split{'s' if splits > 1 else ''} {'ok' if same else 'FAIL'}")
+    return ok, f"{name}: {', '.join(cells)} {'ok' if ok else 'FAIL'}"
+
+
+def decode_checks(args):
+    """Every decoding step on the problems of decode_problems(); the count of failures."""
+    failures = 0
+    for step in ft.decode_steps():
+        for b, hq, hkv, d, q_len, lens, page, dtype in decode_problems(args.decode_random):
+            torch.manual_seed(hash((b, hq, hkv, d, q_len, tuple(lens))) % 2**31)
+            try:
+                ok, line = decode_case(step, b, hq, hkv, d, q_len, lens, page, dtype)
+            except ft.FlashTutorialError as e:
+                print(f"decode {step} B={b} Hq={hq} Hkv={hkv} d={d} q_len={q_len} lens={lens}: "
+                      f"not run on this GPU: {e}")
+                continue
+            failures += not ok
+            print(line)
+    return failures
+
+
+def decode_refusals():
+    """Bad decoding input: ValueError for the tensors, FlashTutorialError for what the C API
+    refuses, each naming the argument; the cache unchanged. The count of failures."""
+    failures = 0
+    dev, f16 = DEVICE, torch.float16
+    q = torch.randn(2, 1, 4, 64, device=dev, dtype=f16)
+    kn = torch.randn(2, 1, 2, 64, device=dev, dtype=f16)
+    kc = torch.randn(2, 40, 2, 64, device=dev, dtype=f16)
+    vc = torch.randn_like(kc)
+    pool = torch.randn(8, 16, 2, 64, device=dev, dtype=f16)
+    table = [[0, 1, 2], [3, 4, -1]]
+    q96, kn96 = q.new_zeros(2, 1, 4, 96), kn.new_zeros(2, 1, 2, 96)
+    kc96 = kc.new_zeros(2, 40, 2, 96)
+    before = (kc.clone(), vc.clone(), pool.clone())
+    cases = [
+        ("q on the CPU", lambda: ft.decode(q.cpu(), kn, kn, kc, vc, [3, 4]), ValueError, "q must"),
+        ("v_cache unlike k_cache", lambda: ft.decode(q, kn, kn, kc.transpose(0, 1), vc, [3, 4]),
+         ValueError, "v_cache is"),
+        ("k_cache not contiguous", lambda: ft.decode(
+            q, kn, kn, kc.transpose(1, 2).contiguous().transpose(1, 2),
+            vc.transpose(1, 2).contiguous().transpose(1, 2), [3, 4]), ValueError,
+         "k_cache must be contiguous"),
+        ("v_new unlike k_new", lambda: ft.decode(q, kn, kn[:, :, :1], kc, vc, [3, 4]),
+         ValueError, "v_new is"),
+        ("cache in fp32", lambda: ft.decode(q, kn, kn, kc.float(), vc.float(), [3, 4]),
+         ValueError, "k_cache has dtype"),
+        ("cache_lens of 3", lambda: ft.decode(q, kn, kn, kc, vc, [3, 4, 5]), ValueError,
+         "cache_lens has shape"),
+        ("cache_lens of floats", lambda: ft.decode(q, kn, kn, kc, vc, [3.0, 4.0]), ValueError,
+         "cache_lens must hold integers"),
+        ("block_table of 1 row", lambda: ft.decode(q, kn, kn, pool, pool, [3, 4], [[0, 1]]),
+         ValueError, "block_table has shape"),
+        ("batch unlike q", lambda: ft.decode(q, kn, kn, kc[:1], vc[:1], [3, 4]), ValueError,
+         "k_cache has shape"),
+        ("length past N_max", lambda: ft.decode(q, kn, kn, kc, vc, [3, 40]),
+         ft.FlashTutorialError, "cache_lens[1] + q_len (40 + 1 = 41) exceeds n_max (40)"),
+        ("page out of the pool", lambda: ft.decode(q, kn, kn, pool, pool, [3, 4],
+                                                   [[0, 1, 2], [8, 4, -1]]),
+         ft.FlashTutorialError, "block_table[1][0] (8) is out of range [0, 8) (num_pages)"),
+        ("sequence longer than its pages", lambda: ft.decode(q, kn, kn, pool, pool, [3, 48], table),
+         ft.FlashTutorialError, "cache_lens[1] + q_len (48 + 1 = 49) needs 4 pages"),
+        ("page appended into twice", lambda: ft.decode(q, kn, kn, pool, pool, [3, 4],
+                                                       [[0, 1, 2], [0, 4, -1]]),
+         ft.FlashTutorialError, "block_table[0][0] (0) is used 2 times"),
+        ("q_len 17", lambda: ft.decode(q.repeat(1, 17, 1, 1), kn.repeat(1, 17, 1, 1),
+                                       kn.repeat(1, 17, 1, 1), kc, vc, [3, 4]),
+         ft.FlashTutorialError, "q_len (17) must be in [1, 16]"),
+        ("num_splits 200", lambda: ft.decode(q, kn, kn, kc, vc, [3, 4], num_splits=200),
+         ft.FlashTutorialError, "num_splits (200) must be 0 (the step's rule) or in [1, 128]"),
+        ("fp32", lambda: ft.decode(q.float(), kn.float(), kn.float(), kc.float(), vc.float(),
+                                   [3, 4]),
+         ft.FlashTutorialError, "dtype (fp32) is not supported by step 12_decode"),
+        ("head_dim 96", lambda: ft.decode(q96, kn96, kn96, kc96, kc96.clone(), [3, 4]),
+         ft.FlashTutorialError, "head_dim (96) is not supported by step 12_decode"),
+        ("a forward step", lambda: ft.decode(q, kn, kn, kc, vc, [3, 4], step="07"),
+         ft.FlashTutorialError, "step (07) is not a registered decoding step"),
+        ("more pages than max_pages", lambda: ft.PagedKVCache(
+            1, 2, 64, num_pages=8, max_pages=2, device=dev).reserve(0, 33), ValueError,
+         "more than max_pages (2)"),
+        ("pool exhausted", lambda: ft.PagedKVCache(
+            1, 2, 64, num_pages=2, max_pages=4, device=dev).reserve(0, 33), ValueError,
+         "of num_pages (2) are free"),
+    ]
+    for what, call, error, expect in cases:
+        try:
+            call()
+            print(f"FAIL: decode with {what} was accepted")
+            failures += 1
+        except error as e:
+            ok = expect in str(e)
+            failures += not ok
+            print(f"{'' if ok else 'FAIL: '}decode refused {what}: {e}")
+    torch.cuda.synchronize()
+    unchanged = all(torch.equal(a, b) for a, b in zip(before, (kc, vc, pool)))
+    failures += not unchanged
+    print(f"{'' if unchanged else 'FAIL: '}the caches are {'un' if unchanged else ''}changed "
+          "after the refusals")
+    return failures
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fp32-forward", default="04_flash_attention",
@@ -259,12 +491,19 @@ def main(argv=None):
                         help="random problems beside the fixed ones (default %(default)s)")
     parser.add_argument("--no-forward", action="store_true",
                         help="skip the forward checks of every step")
+    parser.add_argument("--decode-random", type=int, default=6,
+                        help="random decoding problems beside the fixed ones (default %(default)s)")
+    parser.add_argument("--no-decode", action="store_true",
+                        help="skip the decoding checks")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     failures = 0 if args.no_forward else forward_checks()
     failures += refusal_checks()
     failures += gradient_checks(args)
     failures += gradient_refusals()
+    if not args.no_decode:
+        failures += decode_checks(args)
+        failures += decode_refusals()
     print(f"python API: {'OK' if failures == 0 else f'{failures} FAILED'}")
     return 1 if failures else 0
 

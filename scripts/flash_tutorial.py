@@ -16,9 +16,21 @@ recomputes P tile by tile from L:
                            backward_step="10_backward")
     o.square().sum().backward()                              # q.grad, k.grad, v.grad
 
+Decoding (step 12): decode() appends this step's new keys and values into a KV cache,
+contiguous [B, N_max, H_kv, d] or paged (a pool of pages and a block table), and attends;
+PagedKVCache keeps a pool, hands out pages in shuffled order and holds the block table and
+the lengths:
+
+    cache = ft.PagedKVCache(batch=2, heads_kv=2, head_dim=64, num_pages=64, max_pages=16)
+    q = torch.randn(2, 1, 8, 64, device="cuda", dtype=torch.float16)   # [B, q_len, H_q, d]
+    k, v = (torch.randn(2, 1, 2, 64, device="cuda", dtype=torch.float16) for _ in range(2))
+    o, lse = cache.decode(0, q, k, v)                        # layer 0; appends, then attends
+    cache.advance(1)                                         # every sequence is 1 longer
+
 ctypes only: nothing is built against PyTorch. The library is found through the
 FLASH_TUTORIAL_LIB environment variable or in build*/lib/ next to this folder.
-Run as a program (python3 scripts/flash_tutorial.py), it lists the steps the library holds.
+Run as a program (python3 scripts/flash_tutorial.py), it lists the steps the library holds
+and the pass each runs (forward, backward or decode).
 """
 import ctypes
 import glob
@@ -37,6 +49,17 @@ class _Problem(ctypes.Structure):
                 ("scale", ctypes.c_float), ("causal", ctypes.c_int), ("dtype", ctypes.c_int),
                 ("layout", ctypes.c_int)]
 
+
+class _DecodeProblem(ctypes.Structure):
+    _fields_ = [("batch", ctypes.c_int), ("heads_q", ctypes.c_int), ("heads_kv", ctypes.c_int),
+                ("head_dim", ctypes.c_int), ("q_len", ctypes.c_int), ("scale", ctypes.c_float),
+                ("dtype", ctypes.c_int), ("cache", ctypes.c_int), ("n_max", ctypes.c_int),
+                ("page_size", ctypes.c_int), ("num_pages", ctypes.c_int),
+                ("max_pages", ctypes.c_int), ("cache_lens", ctypes.POINTER(ctypes.c_int)),
+                ("block_table", ctypes.POINTER(ctypes.c_int))]
+
+
+_CACHE_CONTIGUOUS, _CACHE_PAGED = 0, 1  # fa_cache_kind (flash_tutorial.h)
 
 _lib = None
 
@@ -71,6 +94,16 @@ def _load():
         [ctypes.c_size_t, ctypes.c_void_p]
     lib.fa_backward.argtypes = [ctypes.c_char_p, ctypes.POINTER(_Problem)] + \
         [ctypes.c_void_p] * 10 + [ctypes.c_size_t, ctypes.c_void_p]
+    lib.fa_num_decode_steps.restype = ctypes.c_int
+    for f in (lib.fa_decode_step_name, lib.fa_decode_step_lesson):
+        f.restype = ctypes.c_char_p
+        f.argtypes = [ctypes.c_int]
+    lib.fa_decode_splits.argtypes = [ctypes.c_char_p, ctypes.POINTER(_DecodeProblem),
+                                     ctypes.POINTER(ctypes.c_int)]
+    lib.fa_decode_workspace_bytes.argtypes = [ctypes.c_char_p, ctypes.POINTER(_DecodeProblem),
+                                              ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)]
+    lib.fa_decode.argtypes = [ctypes.c_char_p, ctypes.POINTER(_DecodeProblem), ctypes.c_int] + \
+        [ctypes.c_void_p] * 8 + [ctypes.c_size_t, ctypes.c_void_p]
     _lib = lib
     return lib
 
@@ -96,6 +129,12 @@ def backward_steps():
     return _steps_with(_PASS_BACKWARD)
 
 
+def decode_steps():
+    """Names of the registered decoding steps (decode())."""
+    lib = _load()
+    return [lib.fa_decode_step_name(i).decode() for i in range(lib.fa_num_decode_steps())]
+
+
 def supports(step, dtype, head_dim=64):
     """Whether the registry lets `step` run a problem in `dtype` (a torch dtype or its name,
     e.g. "bfloat16") with this head dim, in whichever passes it has (forward_steps(),
@@ -117,13 +156,14 @@ def _shape(t):
     return tuple(t.shape)
 
 
-def _problem(q, k, v, causal, scale, layout):
-    """The C API's problem for q, k, v (checked here: what the C API cannot see, the tensors)."""
-    if layout not in ("bhnd", "bnhd"):
-        raise ValueError(f"layout ({layout!r}) must be 'bhnd' or 'bnhd'")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() != 4 or not t.is_cuda:
-            raise ValueError(f"{name} must be a 4-D CUDA tensor, got {_shape(t)} on {t.device}")
+def _dtype_of(tensors):
+    """The C API's dtype code of (name, tensor) pairs, each a 4-D CUDA tensor on the device and
+    in the dtype of the first (q); ValueError naming the first that is not."""
+    q = tensors[0][1]
+    for name, t in tensors:
+        if not hasattr(t, "is_cuda") or t.dim() != 4 or not t.is_cuda:
+            got = f"{_shape(t)} on {t.device}" if hasattr(t, "is_cuda") else type(t).__name__
+            raise ValueError(f"{name} must be a 4-D CUDA tensor, got {got}")
         if t.device != q.device:
             raise ValueError(f"{name} is on {t.device}, q on {q.device}: all must be on one device")
         if t.dtype != q.dtype:
@@ -131,6 +171,14 @@ def _problem(q, k, v, causal, scale, layout):
     dtype = _DTYPES.get(str(q.dtype).replace("torch.", ""))
     if dtype is None:
         raise ValueError(f"dtype ({q.dtype}) must be float32, float16 or bfloat16")
+    return dtype
+
+
+def _problem(q, k, v, causal, scale, layout):
+    """The C API's problem for q, k, v (checked here: what the C API cannot see, the tensors)."""
+    if layout not in ("bhnd", "bnhd"):
+        raise ValueError(f"layout ({layout!r}) must be 'bhnd' or 'bnhd'")
+    dtype = _dtype_of((("q", q), ("k", k), ("v", v)))
     if v.shape != k.shape:
         raise ValueError(f"v has shape {_shape(v)}, k has {_shape(k)}: v must be shaped like k")
     seq, heads = (2, 1) if layout == "bhnd" else (1, 2)
@@ -212,6 +260,184 @@ def backward(q, k, v, o, lse, d_o, step, causal=False, scale=None, layout="bhnd"
                                dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), work.data_ptr(), ws,
                                stream))
     return dq, dk, dv
+
+
+def _int_array(name, values, shape):
+    """An int32 CPU tensor of `shape` from a list, a tuple or an integer tensor (any device);
+    ValueError naming `name` when it has another shape or holds a value beyond 32 bits."""
+    import torch
+
+    t = values if isinstance(values, torch.Tensor) else torch.tensor(values)
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integers, got {t.dtype}")
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {_shape(t)}; it must be {tuple(shape)}")
+    t = t.to("cpu", torch.int64)
+    if t.numel() and (t.min() < -2**31 or t.max() >= 2**31):
+        raise ValueError(f"{name} holds {int(t.max() if t.max() >= 2**31 else t.min())}, "
+                         "beyond a 32-bit int")
+    return t.to(torch.int32).contiguous()
+
+
+def decode(q, k_new, v_new, k_cache, v_cache, cache_lens, block_table=None, scale=None,
+           step="12_decode", num_splits=0):
+    """One decoding step: appends k_new and v_new into the cache, then attends. Returns O
+    ([B, q_len, H_q, d], q's dtype) and L (fp32 [B, H_q, q_len], the row logsumexp).
+
+    q is [B, q_len, H_q, d] with 1 <= q_len <= 16; k_new and v_new [B, q_len, H_kv, d] (GQA and
+    MQA: H_q a multiple of H_kv). cache_lens holds B ints (a list or an integer tensor): the
+    keys each sequence holds before this step. The new rows go to positions cache_lens[b] ..
+    cache_lens[b] + q_len - 1, and new query i sees positions [0, cache_lens[b] + i]: causal
+    among the new tokens. The caller then adds q_len to its lengths (PagedKVCache.advance).
+
+    The cache, written in place (so it must be contiguous), in q's dtype:
+      block_table None: contiguous, k_cache and v_cache [B, N_max, H_kv, d];
+      block_table [B, max_pages] (ints): paged, k_cache and v_cache a pool
+      [num_pages, page_size, H_kv, d]; row pos of sequence b is row pos % page_size of page
+      block_table[b][pos // page_size].
+    scale None means 1/sqrt(d). num_splits 0 lets the step choose its split count for this
+    GPU; 1 .. 128 forces one. What the tensors get wrong raises ValueError naming the
+    argument; what the C API refuses (a length past N_max or past the pages, a table entry
+    outside the pool, q_len, the dtype or head dim) raises FlashTutorialError with its message.
+    Nothing is written on an error.
+    """
+    import torch
+
+    dtype = _dtype_of((("q", q), ("k_new", k_new), ("v_new", v_new), ("k_cache", k_cache),
+                       ("v_cache", v_cache)))
+    b, q_len, heads_q, d = q.shape
+    if k_new.shape[0] != b or k_new.shape[1] != q_len or k_new.shape[3] != d:
+        raise ValueError(f"k_new has shape {_shape(k_new)}, q has {_shape(q)}: k_new must be "
+                         f"[B, q_len, H_kv, d] = [{b}, {q_len}, H_kv, {d}]")
+    _like("v_new", v_new, k_new, "k_new")
+    _like("v_cache", v_cache, k_cache, "k_cache")
+    heads_kv = k_new.shape[2]
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous: the step appends into it in place")
+        if t.shape[2] != heads_kv or t.shape[3] != d:
+            raise ValueError(f"{name} has shape {_shape(t)}: its last two dims must be H_kv and "
+                             f"d of k_new, ({heads_kv}, {d})")
+    lens = _int_array("cache_lens", cache_lens, (b,))
+    p = _DecodeProblem(b, heads_q, heads_kv, d, q_len, float(scale or 0.0), dtype)
+    p.cache_lens = ctypes.cast(lens.data_ptr(), ctypes.POINTER(ctypes.c_int))
+    table = None
+    if block_table is None:
+        if k_cache.shape[0] != b:
+            raise ValueError(f"k_cache has shape {_shape(k_cache)}: a contiguous cache is "
+                             f"[B, N_max, H_kv, d] with B = {b} (q's batch); pass block_table "
+                             "for a paged pool")
+        p.cache, p.n_max = _CACHE_CONTIGUOUS, k_cache.shape[1]
+    else:
+        bt = block_table if isinstance(block_table, torch.Tensor) else torch.tensor(block_table)
+        if bt.dim() != 2 or bt.shape[0] != b or bt.shape[1] < 1:
+            raise ValueError(f"block_table has shape {_shape(bt)}; it must be [B, max_pages] "
+                             f"with B = {b} (q's batch) and max_pages >= 1")
+        table = _int_array("block_table", bt, bt.shape)
+        p.cache, p.page_size, p.num_pages = _CACHE_PAGED, k_cache.shape[1], k_cache.shape[0]
+        p.max_pages = table.shape[1]
+        p.block_table = ctypes.cast(table.data_ptr(), ctypes.POINTER(ctypes.c_int))
+    q, k_new, v_new = q.contiguous(), k_new.contiguous(), v_new.contiguous()
+    lib, name = _load(), step.encode()
+    with torch.cuda.device(q.device):
+        splits = ctypes.c_int(num_splits)
+        if num_splits == 0:
+            _check(lib.fa_decode_splits(name, ctypes.byref(p), ctypes.byref(splits)))
+        ws = ctypes.c_size_t(0)
+        _check(lib.fa_decode_workspace_bytes(name, ctypes.byref(p), splits.value,
+                                             ctypes.byref(ws)))
+        work = torch.empty(max(ws.value, 1), device=q.device, dtype=torch.uint8)
+        o = torch.empty_like(q)
+        lse = torch.empty((b, heads_q, q_len), device=q.device, dtype=torch.float32)
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        _check(lib.fa_decode(name, ctypes.byref(p), splits.value, q.data_ptr(),
+                             k_new.data_ptr(), v_new.data_ptr(), k_cache.data_ptr(),
+                             v_cache.data_ptr(), o.data_ptr(), lse.data_ptr(), work.data_ptr(),
+                             ws.value, stream))
+    return o, lse  # lens and table lived through the call: the C API has copied them
+
+
+class PagedKVCache:
+    """A paged KV cache for `layers` layers of B sequences: per layer a K and a V pool
+    [num_pages, page_size, H_kv, d] (filled with NaN, so a row read before it is written
+    shows), one block table [B, max_pages] (int32, on the host; -1 where no page is given) and
+    the lengths, shared by every layer. Pages are handed out in a shuffled order (seed), so
+    no sequence's pages lie in order in the pool.
+
+        cache.append(layer, b, k, v)        # prefill: k, v [n, H_kv, d] after sequence b's rows
+        o, lse = cache.decode(layer, q, k_new, v_new)   # decode() over this cache
+        cache.advance(n)                    # after every layer: lengths += n (or advance(n, b))
+    """
+
+    def __init__(self, batch, heads_kv, head_dim, num_pages, max_pages, page_size=16,
+                 layers=1, dtype=None, device="cuda", seed=0):
+        import torch
+
+        if dtype is None:
+            dtype = torch.float16
+        for name, value in (("batch", batch), ("heads_kv", heads_kv), ("head_dim", head_dim),
+                            ("num_pages", num_pages), ("max_pages", max_pages),
+                            ("page_size", page_size), ("layers", layers)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} ({value!r}) must be an integer >= 1")
+        self.page_size, self.num_pages, self.max_pages = page_size, num_pages, max_pages
+        shape = (num_pages, page_size, heads_kv, head_dim)
+        self.k = [torch.full(shape, float("nan"), dtype=dtype, device=device)
+                  for _ in range(layers)]
+        self.v = [torch.full(shape, float("nan"), dtype=dtype, device=device)
+                  for _ in range(layers)]
+        self.block_table = torch.full((batch, max_pages), -1, dtype=torch.int32)
+        self.lengths = [0] * batch
+        gen = torch.Generator().manual_seed(seed)
+        self._free = torch.randperm(num_pages, generator=gen).tolist()
+
+    def reserve(self, b, rows):
+        """Gives sequence b pages enough for `rows` rows (from the shuffled free list)."""
+        need = -(-rows // self.page_size)
+        if need > self.max_pages:
+            raise ValueError(f"sequence {b}: {rows} rows need {need} pages of {self.page_size}, "
+                             f"more than max_pages ({self.max_pages})")
+        have = int((self.block_table[b] >= 0).sum())
+        if need - have > len(self._free):
+            raise ValueError(f"sequence {b}: {rows} rows need {need - have} more pages; "
+                             f"{len(self._free)} of num_pages ({self.num_pages}) are free")
+        for j in range(have, need):
+            self.block_table[b, j] = self._free.pop()
+
+    def _rows(self, b, start, n, device):
+        """Pool (page, row) indices of positions start .. start + n - 1 of sequence b."""
+        import torch
+
+        pos = torch.arange(start, start + n)
+        pages = self.block_table[b, pos // self.page_size].long()
+        return pages.to(device), (pos % self.page_size).to(device)
+
+    def append(self, layer, b, k, v):
+        """Writes k and v ([n, H_kv, d]) at positions lengths[b] .. lengths[b] + n - 1 of
+        sequence b in `layer`'s pools (a prefill; advance(n, b) once every layer has them)."""
+        n = k.shape[0]
+        self.reserve(b, self.lengths[b] + n)
+        pages, rows = self._rows(b, self.lengths[b], n, self.k[layer].device)
+        self.k[layer][pages, rows] = k.to(self.k[layer].dtype)
+        self.v[layer][pages, rows] = v.to(self.v[layer].dtype)
+
+    def decode(self, layer, q, k_new, v_new, **kwargs):
+        """decode() over `layer`'s pools with this cache's block table and lengths, after
+        reserving the pages the q_len new tokens of every sequence need."""
+        for b, length in enumerate(self.lengths):
+            self.reserve(b, length + q.shape[1])
+        return decode(q, k_new, v_new, self.k[layer], self.v[layer], self.lengths,
+                      self.block_table, **kwargs)
+
+    def advance(self, n, b=None):
+        """Adds n rows to sequence b's length (every sequence's when b is None)."""
+        for i in range(len(self.lengths)) if b is None else (b,):
+            self.lengths[i] += n
+
+    def gather(self, layer, b):
+        """Sequence b's K and V rows of `layer`, [lengths[b], H_kv, d] each (dense copies)."""
+        pages, rows = self._rows(b, 0, self.lengths[b], self.k[layer].device)
+        return self.k[layer][pages, rows], self.v[layer][pages, rows]
 
 
 _function = None
@@ -309,6 +535,9 @@ def _main():
         kind = "+".join(n for bit, n in ((_PASS_FORWARD, "forward"), (_PASS_BACKWARD, "backward"))
                         if passes & bit)
         print(f"{lib.fa_step_name(i).decode():24s} {kind:9s} {lib.fa_step_lesson(i).decode()}")
+    for i in range(lib.fa_num_decode_steps()):
+        print(f"{lib.fa_decode_step_name(i).decode():24s} {'decode':9s} "
+              f"{lib.fa_decode_step_lesson(i).decode()}")
     return 0
 
 

@@ -123,6 +123,9 @@ fi
 step "the C API through Python (scripts/flash_tutorial.py) against PyTorch"
 PYTHONUNBUFFERED=1 FLASH_TUTORIAL_LIB="$build/lib/libflash_tutorial.so" $py scripts/check_python_api.py 2>&1 | tee "$logs/python_api.log" || status=1
 
+step "greedy generation through our paged KV cache against PyTorch SDPA (scripts/generate.py)"
+PYTHONUNBUFFERED=1 FLASH_TUTORIAL_LIB="$build/lib/libflash_tutorial.so" $py scripts/generate.py 2>&1 | tee "$logs/generate.log" || status=1
+
 step "tour"
 "$build/bin/tour" | tee "$logs/tour.log" || status=1
 "$build/bin/tour" --n 4096 --heads-q 8 --heads-kv 8 --causal | tee -a "$logs/tour.log" || status=1

@@ -173,12 +173,15 @@ def choose_steps(args, torch, ft):
 
 
 def build_model(args, torch, attend):
-    """The language model; `attend(q, k, v)` maps [B, N, H, d] to [B, N, H, d], causal."""
+    """The language model; `attend(q, k, v, layer)` maps [B, N, H, d] to [B, N, H, d], causal
+    (layer: the block's index, 0 .. args.layers - 1, for an attention that keeps a cache per
+    layer, as scripts/generate.py's)."""
     nn = torch.nn
 
     class Block(nn.Module):
-        def __init__(self):
+        def __init__(self, layer):
             super().__init__()
+            self.layer = layer
             self.norm1, self.norm2 = nn.LayerNorm(args.d_model), nn.LayerNorm(args.d_model)
             self.qkv = nn.Linear(args.d_model, 3 * args.d_model, bias=False)
             self.proj = nn.Linear(args.d_model, args.d_model, bias=False)
@@ -189,7 +192,7 @@ def build_model(args, torch, attend):
             b, n, _ = x.shape
             # One projection; q, k and v are strided [B, N, H, d] views of it (bnhd).
             q, k, v = self.qkv(self.norm1(x)).view(b, n, 3, args.heads, -1).unbind(2)
-            x = x + self.proj(attend(q, k, v).reshape(b, n, args.d_model))
+            x = x + self.proj(attend(q, k, v, self.layer).reshape(b, n, args.d_model))
             return x + self.mlp(self.norm2(x))
 
     class LM(nn.Module):
@@ -197,7 +200,7 @@ def build_model(args, torch, attend):
             super().__init__()
             self.embed = nn.Embedding(256, args.d_model)
             self.pos = nn.Embedding(args.context, args.d_model)
-            self.blocks = nn.ModuleList(Block() for _ in range(args.layers))
+            self.blocks = nn.ModuleList(Block(i) for i in range(args.layers))
             self.norm = nn.LayerNorm(args.d_model)
             for m in self.modules():
                 if isinstance(m, (nn.Linear, nn.Embedding)):
@@ -205,9 +208,12 @@ def build_model(args, torch, attend):
                 if isinstance(m, nn.Linear) and m.bias is not None:
                     nn.init.zeros_(m.bias)
 
-        def forward(self, tokens):
-            n = tokens.shape[1]
-            x = self.embed(tokens) + self.pos(torch.arange(n, device=tokens.device))
+        def forward(self, tokens, positions=None):
+            """Logits [B, N, 256] of tokens [B, N] at `positions` ([B, N]; None: 0 .. N - 1,
+            a whole sequence; a decoding step passes where its new tokens stand)."""
+            if positions is None:
+                positions = torch.arange(tokens.shape[1], device=tokens.device)
+            x = self.embed(tokens) + self.pos(positions)
             for block in self.blocks:
                 x = block(x)
             return self.norm(x) @ self.embed.weight.t()  # the output layer tied to the embedding
@@ -238,11 +244,11 @@ def main(argv=None):
                  "backward_dtype": str(backward_dtype).replace("torch.", "")
                  if backward_dtype else None}
 
-        def attend(q, k, v):
+        def attend(q, k, v, layer):
             return ft.flash_attention(q, k, v, causal=True, layout="bnhd", forward_step=forward,
                                       backward_step=backward, backward_dtype=backward_dtype)
     else:
-        def attend(q, k, v):
+        def attend(q, k, v, layer):
             o = torch.nn.functional.scaled_dot_product_attention(
                 q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
             return o.transpose(1, 2)

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """check_python_wrapper.py — scripts/flash_tutorial.py against the library it wraps, with no
 GPU and no PyTorch (ctest -L capi): every C function it declares has the parameter count of
-its prototype in flash_tutorial.h, the step lists and supports() agree with the registry, the
+its prototype in flash_tutorial.h, its ctypes structures have the C structs' fields in order,
+the decoding problem reaches the C API intact (its refusals through ctypes), the step lists
+and supports() agree with the registry, the
 listing program names each step's passes, and scripts/train_lm.py chooses its steps. scripts/check_python_api.py checks the rest
 (results and gradients) on a GPU.
 
@@ -42,6 +44,54 @@ def main():
               f"{name}: {count} parameters in flash_tutorial.h, "
               f"{'none' if declared is None else len(declared)} declared in flash_tutorial.py")
 
+    # The ctypes structures against the C structs: the same fields in the same order.
+    structs = {name: body for body, name in
+               re.findall(r"typedef struct \{(.*?)\}\s*(\w+);", header, re.S)}
+    for struct, cls in (("fa_problem", ft._Problem), ("fa_decode_problem", ft._DecodeProblem)):
+        text = re.sub(r"/\*.*?\*/", "", structs.get(struct, ""), flags=re.S)
+        fields = [name for decl in text.split(";") if decl.strip()
+                  for name in re.findall(r"\*?\s*(\w+)\s*(?:,|$)",
+                                         re.sub(r"^\s*(const\s+)?\w+\s*", "", decl.strip()))]
+        declared = [f[0] for f in cls._fields_]
+        check(fields == declared, f"{struct}: fields {fields} in flash_tutorial.h, {declared} in "
+                                  "flash_tutorial.py")
+
+    # The decoding problem through ctypes: the C API's refusals name what the struct holds, so
+    # a field out of place (the lengths or the table above all) would show in the messages.
+    import ctypes
+
+    def decode_error(lens, table, **fields):
+        base = dict(batch=2, heads_q=8, heads_kv=2, head_dim=64, q_len=1, dtype=1, cache=1,
+                    page_size=16, num_pages=4, max_pages=2)
+        base.update(fields)
+        p = ft._DecodeProblem(**base)
+        lens_c = (ctypes.c_int * len(lens))(*lens)
+        table_c = (ctypes.c_int * len(table))(*table)
+        p.cache_lens = ctypes.cast(lens_c, ctypes.POINTER(ctypes.c_int))
+        p.block_table = ctypes.cast(table_c, ctypes.POINTER(ctypes.c_int))
+        size = ctypes.c_size_t(0)
+        status = lib.fa_decode_workspace_bytes(ft.decode_steps()[0].encode(), ctypes.byref(p), 1,
+                                               ctypes.byref(size))
+        return lib.fa_last_error().decode() if status else size.value
+
+    check(ft.decode_steps()[:1] == ["12_decode"] and "12_decode" not in ft.steps(),
+          f"decode_steps(): {ft.decode_steps()}, apart from steps()")
+    ok = decode_error([20, 3], [3, 1, 0, -1])
+    check(ok == 4 * 2 * 8 * 1 * 65 + 4 * (2 + 4),
+          f"decoding workspace for 1 split, 2 lengths and a 2 x 2 table: {ok} bytes")
+    for lens, table, fields, want in (
+            ([20, 3], [3, 1, 9, -1], {}, "block_table[1][0] (9) is out of range [0, 4) "
+                                         "(num_pages)"),
+            ([40, 3], [3, 1, 0, -1], {}, "cache_lens[0] + q_len (40 + 1 = 41) needs 3 pages of "
+                                         "16 rows, more than max_pages (2)"),
+            ([20, 3], [3, 1, 0, -1], {"q_len": 17}, "q_len (17) must be in [1, 16]"),
+            ([20, 3], [3, 1, 0, -1], {"cache": 0, "n_max": 20},
+             "cache_lens[0] + q_len (20 + 1 = 21) exceeds n_max (20)"),
+            ([20, 3], [3, 1, 0, -1], {"scale": -1.0}, "scale (-1) must be finite and >= 0")):
+        got = decode_error(lens, table, **fields)
+        check(isinstance(got, str) and got.startswith(want),
+              f"the C API refuses through ctypes: {got}")
+
     all_steps, forward, backward = ft.steps(), ft.forward_steps(), ft.backward_steps()
     check(all_steps == sorted(set(forward) | set(backward), key=all_steps.index) and
           len(all_steps) == lib.fa_num_steps(), "steps() is every step, forward or backward")
@@ -63,7 +113,7 @@ def main():
                          capture_output=True, text=True)
     lines = {line.split()[0]: line.split()[1] for line in out.stdout.splitlines() if line.strip()}
     check(out.returncode == 0 and lines.get("10_backward") == "backward" and
-          lines.get("04_flash_attention") == "forward",
+          lines.get("04_flash_attention") == "forward" and lines.get("12_decode") == "decode",
           "flash_tutorial.py lists each step with its passes")
 
     # scripts/train_lm.py's choice of steps (no PyTorch: a stand-in for the two attributes it

@@ -109,7 +109,17 @@ expect 2 "usage: scripts/plot_lm.py" "the following arguments are required: logs
   -- scripts/plot_lm.py
 expect 0 "usage: scripts/plot_lm.py" -- scripts/plot_lm.py --help
 
-echo "--- every script is executable and starts with its interpreter"
+echo "--- scripts/generate.py (argument checks only: it generates on a GPU)"
+expect 2 "argument --new-tokens: 0 must be at least 1" -- scripts/generate.py --new-tokens 0
+expect 2 "argument --prompt-lens: '3,x' is not a comma-separated list of integers" \
+  -- scripts/generate.py --prompt-lens 3,x
+expect 2 "argument --prompt-lens: '5,0': every length must be at least 1" \
+  -- scripts/generate.py --prompt-lens 5,0
+expect 2 "--page-size (8) must be in [16, 256]" -- scripts/generate.py --page-size 8
+expect 2 "--d-model (500) must be a multiple of --heads (8)" -- scripts/generate.py --d-model 500
+expect 2 "argument --dtype: invalid choice: 'fp32'" -- scripts/generate.py --dtype fp32
+expect 0 "usage: scripts/generate.py" "--allow-ties" -- scripts/generate.py --help
+
 for f in scripts/*.sh scripts/*.py; do
   cases=$((cases + 1))
   first=$(head -1 "$f")

@@ -459,3 +459,241 @@ TEST_CASE("C API: fa_backward checks its workspace, after the pointers", "[capi]
   CHECK(backward(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
   CHECK(last() == "pointer dv is null");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Decoding: fa_decode_splits, fa_decode_workspace_bytes, fa_decode
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// Two sequences holding 100 and 7 keys, 2 new tokens each, GQA 8/2, d = 64, fp16; a paged
+// pool of 16 pages of 16 rows, the table's pages out of order (12 rows appended after 100 and
+// 7 keys: pages 0-6 of sequence 0, page 0 of sequence 1).
+struct DecodeCase {
+  std::vector<int> lens = {100, 7};
+  std::vector<int> table = {9, 3, 14, 0, 7, 11, 5, -1, 2, -1, -1, -1, -1, -1, -1, -1};
+  fa_decode_problem p{};
+  DecodeCase() {
+    p.batch = 2;
+    p.heads_q = 8;
+    p.heads_kv = 2;
+    p.head_dim = 64;
+    p.q_len = 2;
+    p.dtype = 1;
+    p.cache = FA_CACHE_PAGED;
+    p.page_size = 16;
+    p.num_pages = 16;
+    p.max_pages = 8;
+    p.cache_lens = lens.data();
+    p.block_table = table.data();
+  }
+};
+
+// The decoding pointers: host addresses, 256-byte aligned (plus an offset for some).
+struct DecodePointers {
+  const void* q = addr(0);
+  const void* k_new = addr(1);
+  const void* v_new = addr(2);
+  void* k_cache = addr(6);
+  void* v_cache = addr(7);
+  void* o = addr(3);
+  float* lse = lse_addr();
+  void* workspace = addr(5);
+  size_t workspace_bytes = 0;
+};
+
+fa_status decode(const char* step, const fa_decode_problem* p, int splits,
+                 const DecodePointers& x) {
+  return fa_decode(step, p, splits, x.q, x.k_new, x.v_new, x.k_cache, x.v_cache, x.o, x.lse,
+                   x.workspace, x.workspace_bytes, nullptr);
+}
+
+const char* decode_step() { return fa_decode_step_name(0); }
+
+}  // namespace
+
+TEST_CASE("C API: decoding steps are listed apart from the forward and backward steps", "[capi]") {
+  const int n = fa_num_decode_steps();
+  REQUIRE(n > 0);
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(fa_decode_step_name(i) != nullptr);
+    CHECK(fa_decode_step_lesson(i) != nullptr);
+    const std::vector<std::string> all = steps_with(FA_PASS_FORWARD | FA_PASS_BACKWARD);
+    CHECK(std::find(all.begin(), all.end(), fa_decode_step_name(i)) == all.end());
+  }
+  CHECK(std::string(fa_decode_step_name(0)) == "12_decode");
+  CHECK(fa_decode_step_name(-1) == nullptr);
+  CHECK(fa_decode_step_name(n) == nullptr);
+  CHECK(fa_decode_step_lesson(n) == nullptr);
+}
+
+TEST_CASE("C API: the decoding workspace is the step's splits plus the lengths and the table",
+          "[capi]") {
+  DecodeCase c;
+  size_t one = 0, nine = 0;
+  REQUIRE(fa_decode_workspace_bytes("12", &c.p, 1, &one) == FA_OK);
+  CHECK(last().empty());
+  // Partial O and L per split: 4·splits·B·H_q·q_len·(d + 1) bytes (README, Limits and errors),
+  // then B lengths and B·max_pages table entries of 4 bytes.
+  const size_t rows = size_t{2} * 8 * 2, copies = (2 + 2 * 8) * 4;
+  CHECK(one == 4 * rows * 65 + copies);
+  REQUIRE(fa_decode_workspace_bytes("decode", &c.p, 9, &nine) == FA_OK);
+  CHECK(nine == 4 * 9 * rows * 65 + copies);
+  // Contiguous: no table.
+  c.p.cache = FA_CACHE_CONTIGUOUS;
+  c.p.n_max = 128;
+  c.p.block_table = nullptr;
+  REQUIRE(fa_decode_workspace_bytes("12_decode", &c.p, 1, &one) == FA_OK);
+  CHECK(one == 4 * rows * 65 + 2 * 4);
+  CHECK(fa_decode_workspace_bytes("12_decode", &c.p, 1, nullptr) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer bytes is null");
+}
+
+TEST_CASE("C API: a decoding step, problem or split count is refused before any CUDA call",
+          "[capi]") {
+  const DecodeCase good;
+  size_t bytes = 0;
+  int splits = 0;
+  const DecodePointers x;
+  // Each bad problem through every entry point.
+  const auto through_each_entry = [&](const fa_decode_problem* p, const std::string& message) {
+    CHECK(fa_decode_splits(decode_step(), p, &splits) == FA_ERROR_INVALID_ARGUMENT);
+    CHECK(last() == message);
+    CHECK(fa_decode_workspace_bytes(decode_step(), p, 1, &bytes) == FA_ERROR_INVALID_ARGUMENT);
+    CHECK(last() == message);
+    CHECK(decode(decode_step(), p, 1, x) == FA_ERROR_INVALID_ARGUMENT);
+    CHECK(last() == message);
+  };
+  through_each_entry(nullptr, "pointer problem is null");
+  const struct {
+    void (*change)(DecodeCase&);
+    const char* message;
+  } cases[] = {
+      {[](DecodeCase& c) { c.p.dtype = 3; }, "dtype (3) must be 0 (fp32), 1 (fp16) or 2 (bf16)"},
+      {[](DecodeCase& c) { c.p.cache = 2; }, "cache (2) must be 0 (contiguous) or 1 (paged)"},
+      {[](DecodeCase& c) { c.p.cache_lens = nullptr; }, "pointer cache_lens is null"},
+      {[](DecodeCase& c) { c.p.block_table = nullptr; },
+       "pointer block_table is null (cache 1, paged)"},
+      {[](DecodeCase& c) { c.p.q_len = 17; }, "q_len (17) must be in [1, 16]"},
+      {[](DecodeCase& c) { c.p.heads_q = 5; }, "heads_q (5) must be a multiple of heads_kv (2)"},
+      {[](DecodeCase& c) { c.lens[1] = -1; }, "cache_lens[1] (-1) must be >= 0"},
+      {[](DecodeCase& c) { c.table[4] = 16; },
+       "block_table[0][4] (16) is out of range [0, 16) (num_pages)"},
+      {[](DecodeCase& c) { c.table[8] = 5; },
+       "block_table[0][6] (5) is used 2 times in the table, but this step appends into it (a "
+       "written page must belong to one sequence)"},
+      {[](DecodeCase& c) { c.lens[0] = 127; },
+       "cache_lens[0] + q_len (127 + 2 = 129) needs 9 pages of 16 rows, more than max_pages (8)"},
+      {[](DecodeCase& c) { c.p.page_size = 8; }, "page_size (8) must be in [16, 256]"},
+      {[](DecodeCase& c) {
+         c.p.cache = FA_CACHE_CONTIGUOUS;
+         c.p.n_max = 101;
+       },
+       "cache_lens[0] + q_len (100 + 2 = 102) exceeds n_max (101)"},
+      {[](DecodeCase& c) { c.p.dtype = 0; },
+       "dtype (fp32) is not supported by step 12_decode (supported: fp16, bf16)"},
+      {[](DecodeCase& c) { c.p.head_dim = 96; },
+       "head_dim (96) is not supported by step 12_decode (supported: 64 128)"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.message);
+    DecodeCase bad;
+    c.change(bad);
+    through_each_entry(&bad.p, c.message);
+  }
+  // Unknown and null step names.
+  CHECK(decode("07", &good.p, 1, x) == FA_ERROR_UNKNOWN_STEP);
+  CHECK(last() == "step (07) is not a registered decoding step; known: 12_decode");
+  CHECK(fa_decode_workspace_bytes(nullptr, &good.p, 1, &bytes) == FA_ERROR_UNKNOWN_STEP);
+  CHECK(last() == "pointer step is null");
+  CHECK(fa_decode_splits(decode_step(), &good.p, nullptr) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer num_splits is null");
+  // The split count: 0 (the rule) or 1 .. 128.
+  for (int bad : {-1, 129}) {
+    const std::string message = "num_splits (" + std::to_string(bad) +
+                                ") must be 0 (the step's rule) or in [1, 128] for step 12_decode";
+    CHECK(fa_decode_workspace_bytes(decode_step(), &good.p, bad, &bytes) ==
+          FA_ERROR_INVALID_ARGUMENT);
+    CHECK(last() == message);
+    CHECK(decode(decode_step(), &good.p, bad, x) == FA_ERROR_INVALID_ARGUMENT);
+    CHECK(last() == message);
+  }
+}
+
+TEST_CASE("C API: fa_decode refuses each null or misaligned pointer, then the workspace",
+          "[capi]") {
+  const DecodeCase c;
+  DecodePointers good;
+  REQUIRE(fa_decode_workspace_bytes(decode_step(), &c.p, 3, &good.workspace_bytes) == FA_OK);
+  const struct {
+    const char* name;
+    void (*clear)(DecodePointers&);
+  } cases[] = {
+      {"q", [](DecodePointers& x) { x.q = nullptr; }},
+      {"k_new", [](DecodePointers& x) { x.k_new = nullptr; }},
+      {"v_new", [](DecodePointers& x) { x.v_new = nullptr; }},
+      {"k_cache", [](DecodePointers& x) { x.k_cache = nullptr; }},
+      {"v_cache", [](DecodePointers& x) { x.v_cache = nullptr; }},
+      {"o", [](DecodePointers& x) { x.o = nullptr; }},
+      {"lse", [](DecodePointers& x) { x.lse = nullptr; }},
+  };
+  for (const auto& k : cases) {
+    INFO("null " << k.name);
+    DecodePointers x = good;
+    k.clear(x);
+    x.workspace = nullptr;  // the pointers before the workspace
+    CHECK(decode(decode_step(), &c.p, 3, x) == FA_ERROR_INVALID_ARGUMENT);
+    CHECK(last() == std::string("pointer ") + k.name + " is null");
+  }
+  DecodePointers odd = good;
+  odd.v_cache = addr(7, 8);  // 16-byte copies
+  CHECK(decode(decode_step(), &c.p, 3, odd) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(starts_with(last(), "pointer v_cache (0x"));
+  CHECK(last().find(") is not aligned to 16 bytes as step 12_decode requires") !=
+        std::string::npos);
+  odd = good;
+  odd.lse = lse_addr(2);
+  CHECK(decode(decode_step(), &c.p, 3, odd) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last().find(") is not aligned to 4 bytes as step 12_decode") != std::string::npos);
+
+  const size_t need = good.workspace_bytes;
+  DecodePointers x = good;
+  x.workspace_bytes = need - 1;
+  CHECK(decode(decode_step(), &c.p, 3, x) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "workspace_bytes (" + std::to_string(need - 1) + ") is below the " +
+                      std::to_string(need) + " bytes step 12_decode needs for this problem");
+  x = good;
+  x.workspace = nullptr;
+  CHECK(decode(decode_step(), &c.p, 3, x) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer workspace is null; step 12_decode needs " + std::to_string(need) +
+                      " bytes of workspace for this problem");
+  x = good;
+  x.workspace = addr(5, 4);
+  CHECK(decode(decode_step(), &c.p, 3, x) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(starts_with(last(), "workspace (0x"));
+  CHECK(last().find(") is not aligned to 16 bytes as step 12_decode requires") !=
+        std::string::npos);
+  // A workspace sized for 3 splits is too small for 4.
+  CHECK(decode(decode_step(), &c.p, 4, good) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(starts_with(last(), "workspace_bytes (" + std::to_string(need) + ") is below the "));
+}
+
+TEST_CASE("C API: the split rule reads the device: a count in range, or FA_ERROR_CUDA", "[capi]") {
+  const DecodeCase c;
+  int splits = -7;
+  size_t bytes = 0;
+  const fa_status st = fa_decode_splits(decode_step(), &c.p, &splits);
+  if (st == FA_OK) {  // a GPU: the rule's count, and the workspace for it
+    CHECK(splits >= 1);
+    CHECK(splits <= 128);
+    size_t same = 0;
+    REQUIRE(fa_decode_workspace_bytes(decode_step(), &c.p, splits, &same) == FA_OK);
+    REQUIRE(fa_decode_workspace_bytes(decode_step(), &c.p, 0, &bytes) == FA_OK);
+    CHECK(bytes == same);
+  } else {  // no usable device: the runtime's error, and nothing written
+    CHECK(st == FA_ERROR_CUDA);
+    CHECK(splits == -7);
+    CHECK_FALSE(last().empty());
+    CHECK(fa_decode_workspace_bytes(decode_step(), &c.p, 0, &bytes) == FA_ERROR_CUDA);
+  }
+}

@@ -152,3 +152,20 @@ TEST_CASE("step 12's split rule leaves no split empty for the longest sequence",
     }
   }
 }
+
+TEST_CASE("the workspace of a decoding launch is set when needed and aligned", "[registry]") {
+  for (const fa::DecodeStepInfo* s : fa::decode_steps()) {
+    INFO(s->name);
+    const DecodeProblem p = ok_problem(*s);
+    const std::size_t need = s->workspace_bytes(p, 4);
+    REQUIRE(need > 0);  // partial O and L of 4 splits
+    const auto at = [](std::uintptr_t x) { return reinterpret_cast<const void*>(x); };
+    CHECK(fa::check_decode_workspace(*s, p, 4, at(0x10000)) == "");
+    CHECK(fa::check_decode_workspace(*s, p, 4, nullptr) ==
+          std::string("workspace is null but step ") + s->name + " needs " + std::to_string(need) +
+              " bytes");
+    CHECK(mentions(fa::check_decode_workspace(*s, p, 4, at(0x10004)),
+                   std::string(") is not aligned to ") + std::to_string(s->alignment) +
+                       " bytes as step " + s->name + " requires"));
+  }
+}

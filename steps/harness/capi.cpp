@@ -6,14 +6,24 @@
 // workspace. Only then do they make their first CUDA call (fa::run_step or fa::run_backward:
 // the current device, its limits, the launch). So a bad argument is reported as such on any
 // machine, with or without a GPU. No C++ exception crosses the C boundary.
+//
+// The decoding entry points (fa_decode_splits, fa_decode_workspace_bytes, fa_decode) do the
+// same over the decoding registry (common/decode_registry.h): the step, the problem
+// (fa::check_decode_step, which validates the host copies of the lengths and the block
+// table), the split count, the pointers (fa::check_decode_launch without the device), the
+// workspace; then the device and the launch (fa::run_decode). The lengths and the block table
+// reach the kernels through the workspace: fa_decode copies them there, after every check.
 #include "steps/harness/flash_tutorial.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <exception>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "common/cuda_check.h"
+#include "common/decode_registry.h"
 #include "common/launch.h"
 #include "common/registry.h"
 
@@ -26,12 +36,18 @@ fa_status fail(fa_status code, const std::string& msg) {
   return code;
 }
 
+// The C enum of a dtype, checked.
+fa_status check_dtype(int dtype) {
+  if (dtype < 0 || dtype > 2)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "dtype (" + std::to_string(dtype) + ") must be 0 (fp32), 1 (fp16) or 2 (bf16)");
+  return FA_OK;
+}
+
 // Converts the C struct, rejecting enum values out of range.
 fa_status to_problem(const fa_problem* in, fa::Problem* out) {
   if (!in) return fail(FA_ERROR_INVALID_ARGUMENT, "pointer problem is null");
-  if (in->dtype < 0 || in->dtype > 2)
-    return fail(FA_ERROR_INVALID_ARGUMENT,
-                "dtype (" + std::to_string(in->dtype) + ") must be 0 (fp32), 1 (fp16) or 2 (bf16)");
+  if (fa_status st = check_dtype(in->dtype); st != FA_OK) return st;
   if (in->layout < 0 || in->layout > 1)
     return fail(FA_ERROR_INVALID_ARGUMENT,
                 "layout (" + std::to_string(in->layout) + ") must be 0 (bnhd) or 1 (bhnd)");
@@ -114,6 +130,21 @@ fa_status query_workspace(const char* step, const fa_problem* problem, Pass pass
   return FA_OK;
 }
 
+// The workspace given against the `need` bytes that `who` needs: large enough, and not null
+// when anything is needed.
+fa_status check_workspace_size(const std::string& who, std::size_t need, const void* workspace,
+                               size_t workspace_bytes) {
+  if (workspace_bytes < need)
+    return fail(FA_ERROR_INVALID_ARGUMENT, "workspace_bytes (" + std::to_string(workspace_bytes) +
+                                               ") is below the " + std::to_string(need) +
+                                               " bytes " + who + " needs for this problem");
+  if (need > 0 && !workspace)
+    return fail(FA_ERROR_INVALID_ARGUMENT, "pointer workspace is null; " + who + " needs " +
+                                               std::to_string(need) +
+                                               " bytes of workspace for this problem");
+  return FA_OK;
+}
+
 // fa_run (t: DeviceTensors) and fa_backward (t: BackwardTensors): the step and problem, the
 // pointers, the workspace, all on the host; then the pass's first CUDA call, which checks the
 // device's limits and launches.
@@ -143,20 +174,101 @@ fa_status launch(const char* step, const fa_problem* problem, const Tensors& t, 
       (kBackward ? "the backward pass of step " : "step ") + std::string(s->name);
   const std::size_t need =
       workspace_of(kBackward ? s->backward_workspace_bytes : s->workspace_bytes, p);
-  if (workspace_bytes < need)
-    return fail(FA_ERROR_INVALID_ARGUMENT, "workspace_bytes (" + std::to_string(workspace_bytes) +
-                                               ") is below the " + std::to_string(need) +
-                                               " bytes " + who + " needs for this problem");
-  if (need > 0 && !workspace)
-    return fail(FA_ERROR_INVALID_ARGUMENT, "pointer workspace is null; " + who + " needs " +
-                                               std::to_string(need) +
-                                               " bytes of workspace for this problem");
+  if (fa_status st = check_workspace_size(who, need, workspace, workspace_bytes); st != FA_OK)
+    return st;
   // The first CUDA call: run_step (run_backward) checks the device's limits, then launches.
   if constexpr (kBackward)
     fa::run_backward(*s, p, t, workspace, static_cast<cudaStream_t>(stream));
   else
     fa::run_step(*s, p, t, workspace, static_cast<cudaStream_t>(stream));
   return FA_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------------------------
+
+// Converts the C struct, copying the host arrays (cache_lens: batch entries; block_table:
+// batch * max_pages when paged) and rejecting enum values out of range and null arrays.
+fa_status to_decode_problem(const fa_decode_problem* in, fa::DecodeProblem* out) {
+  if (!in) return fail(FA_ERROR_INVALID_ARGUMENT, "pointer problem is null");
+  if (fa_status st = check_dtype(in->dtype); st != FA_OK) return st;
+  if (in->cache != FA_CACHE_CONTIGUOUS && in->cache != FA_CACHE_PAGED)
+    return fail(FA_ERROR_INVALID_ARGUMENT,
+                "cache (" + std::to_string(in->cache) + ") must be 0 (contiguous) or 1 (paged)");
+  const bool paged = in->cache == FA_CACHE_PAGED;
+  if (!in->cache_lens) return fail(FA_ERROR_INVALID_ARGUMENT, "pointer cache_lens is null");
+  if (paged && !in->block_table)
+    return fail(FA_ERROR_INVALID_ARGUMENT, "pointer block_table is null (cache 1, paged)");
+  out->batch = in->batch;
+  out->heads_q = in->heads_q;
+  out->heads_kv = in->heads_kv;
+  out->head_dim = in->head_dim;
+  out->q_len = in->q_len;
+  out->scale = in->scale;
+  out->dtype = static_cast<fa::DType>(in->dtype);
+  out->cache = paged ? fa::CacheKind::Paged : fa::CacheKind::Contiguous;
+  out->n_max = in->n_max;
+  out->page_size = in->page_size;
+  out->num_pages = in->num_pages;
+  out->max_pages = in->max_pages;
+  if (in->batch > 0) out->cache_lens.assign(in->cache_lens, in->cache_lens + in->batch);
+  if (paged && in->batch > 0 && in->max_pages > 0)
+    out->block_table.assign(in->block_table,
+                            in->block_table + std::int64_t{in->batch} * in->max_pages);
+  return FA_OK;
+}
+
+fa_status find_decode(const char* name, const fa::DecodeStepInfo** out) {
+  if (!name) return fail(FA_ERROR_UNKNOWN_STEP, "pointer step is null");
+  *out = fa::find_decode_step(name);
+  if (*out) return FA_OK;
+  std::string known;
+  for (const fa::DecodeStepInfo* s : fa::decode_steps())
+    known += (known.empty() ? "" : ", ") + std::string(s->name);
+  return fail(FA_ERROR_UNKNOWN_STEP, std::string("step (") + name +
+                                         ") is not a registered decoding step; known: " +
+                                         (known.empty() ? "(none registered)" : known));
+}
+
+// The decoding step and the problem, checked (fa::check_decode_step).
+fa_status prepare_decode(const char* step, const fa_decode_problem* problem,
+                         const fa::DecodeStepInfo** s, fa::DecodeProblem* p) {
+  g_last_error.clear();
+  if (fa_status st = find_decode(step, s); st != FA_OK) return st;
+  if (fa_status st = to_decode_problem(problem, p); st != FA_OK) return st;
+  if (std::string e = fa::check_decode_step(**s, *p); !e.empty())
+    return fail(FA_ERROR_INVALID_ARGUMENT, e);
+  return FA_OK;
+}
+
+// num_splits as the C API takes it: 0 (the step's rule) or 1 .. the step's limit.
+fa_status check_splits(const fa::DecodeStepInfo& s, int num_splits) {
+  if (num_splits >= 0 && num_splits <= s.max_splits) return FA_OK;
+  return fail(FA_ERROR_INVALID_ARGUMENT, "num_splits (" + std::to_string(num_splits) +
+                                             ") must be 0 (the step's rule) or in "
+                                             "[1, " +
+                                             std::to_string(s.max_splits) + "] for step " + s.name);
+}
+
+// The split count of a launch: `num_splits`, or the step's rule on the current device for 0.
+int splits_of(const fa::DecodeStepInfo& s, const fa::DecodeProblem& p, int num_splits) {
+  return num_splits > 0 ? num_splits : fa::decode_splits(s, p);
+}
+
+// Where the workspace of fa_decode puts the copies of the host arrays: after the step's own
+// scratch (rounded up to 16 bytes), cache_lens, then block_table.
+struct DecodeWorkspace {
+  std::size_t lens_offset = 0, table_offset = 0, total = 0;
+};
+DecodeWorkspace decode_workspace(const fa::DecodeStepInfo& s, const fa::DecodeProblem& p,
+                                 int splits) {
+  const std::size_t scratch = s.workspace_bytes ? s.workspace_bytes(p, splits) : 0;
+  DecodeWorkspace w;
+  w.lens_offset = (scratch + 15) / 16 * 16;
+  w.table_offset = w.lens_offset + p.cache_lens.size() * sizeof(int);
+  w.total = w.table_offset + p.block_table.size() * sizeof(int);
+  return w;
 }
 
 // Runs `body`, turning any exception into a code and message (none may reach C callers).
@@ -233,6 +345,97 @@ fa_status fa_backward(const char* step, const fa_problem* problem, const void* q
   return guarded([&] {
     const fa::BackwardTensors t{q, k, v, o, lse, d_o, dq, dk, dv};
     return launch(step, problem, t, workspace, workspace_bytes, stream);
+  });
+}
+
+int fa_num_decode_steps(void) { return static_cast<int>(fa::decode_steps().size()); }
+
+const char* fa_decode_step_name(int index) {
+  if (index < 0 || index >= fa_num_decode_steps()) return nullptr;
+  return fa::decode_steps()[static_cast<std::size_t>(index)]->name;
+}
+
+const char* fa_decode_step_lesson(int index) {
+  if (index < 0 || index >= fa_num_decode_steps()) return nullptr;
+  return fa::decode_steps()[static_cast<std::size_t>(index)]->lesson;
+}
+
+fa_status fa_decode_splits(const char* step, const fa_decode_problem* problem, int* num_splits) {
+  return guarded([&] {
+    const fa::DecodeStepInfo* s = nullptr;
+    fa::DecodeProblem p;
+    if (fa_status st = prepare_decode(step, problem, &s, &p); st != FA_OK) return st;
+    if (!num_splits) return fail(FA_ERROR_INVALID_ARGUMENT, "pointer num_splits is null");
+    *num_splits = fa::decode_splits(*s, p);
+    return FA_OK;
+  });
+}
+
+fa_status fa_decode_workspace_bytes(const char* step, const fa_decode_problem* problem,
+                                    int num_splits, size_t* bytes) {
+  return guarded([&] {
+    const fa::DecodeStepInfo* s = nullptr;
+    fa::DecodeProblem p;
+    if (fa_status st = prepare_decode(step, problem, &s, &p); st != FA_OK) return st;
+    if (!bytes) return fail(FA_ERROR_INVALID_ARGUMENT, "pointer bytes is null");
+    if (fa_status st = check_splits(*s, num_splits); st != FA_OK) return st;
+    *bytes = decode_workspace(*s, p, splits_of(*s, p, num_splits)).total;
+    return FA_OK;
+  });
+}
+
+fa_status fa_decode(const char* step, const fa_decode_problem* problem, int num_splits,
+                    const void* q, const void* k_new, const void* v_new, void* k_cache,
+                    void* v_cache, void* o, float* lse, void* workspace, size_t workspace_bytes,
+                    void* stream) {
+  return guarded([&] {
+    const fa::DecodeStepInfo* s = nullptr;
+    fa::DecodeProblem p;
+    if (fa_status st = prepare_decode(step, problem, &s, &p); st != FA_OK) return st;
+    if (fa_status st = check_splits(*s, num_splits); st != FA_OK) return st;
+    // The pointer checks of fa::check_decode_launch without the device's limits (a copy of
+    // the step with no device check). The lengths and the table are not pointers of the
+    // caller's here: their device copies will be in the workspace, checked next; the host
+    // arrays (not null) stand in for them.
+    fa::DecodeTensors t{
+        q, k_new, v_new, k_cache, v_cache, problem->cache_lens, problem->block_table, o, lse};
+    fa::DecodeStepInfo host_checks = *s;
+    host_checks.check_device = nullptr;
+    if (std::string e =
+            fa::check_decode_launch(host_checks, p, t, std::max(num_splits, 1), fa::DeviceLimits{});
+        !e.empty())
+      return fail(FA_ERROR_INVALID_ARGUMENT, e);
+
+    const int splits = splits_of(*s, p, num_splits);  // a CUDA call when num_splits is 0
+    const DecodeWorkspace w = decode_workspace(*s, p, splits);
+    if (fa_status st = check_workspace_size(std::string("step ") + s->name, w.total, workspace,
+                                            workspace_bytes);
+        st != FA_OK)
+      return st;
+    if (std::string e = fa::check_decode_workspace(*s, p, splits, workspace); !e.empty())
+      return fail(FA_ERROR_INVALID_ARGUMENT, e);
+    auto* base = static_cast<unsigned char*>(workspace);
+    t.cache_lens = reinterpret_cast<const int*>(base + w.lens_offset);
+    t.block_table =
+        p.block_table.empty() ? nullptr : reinterpret_cast<const int*>(base + w.table_offset);
+    // The device's limits before anything is written (run_decode checks them again).
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    if (std::string e = fa::check_decode_launch(*s, p, t, splits, fa::device_limits(device));
+        !e.empty())
+      return fail(FA_ERROR_INVALID_ARGUMENT, e);
+    // From pageable host memory: each copy returns once the source has been staged, so the
+    // vectors may go when this function returns; the stream orders it before the kernels.
+    const auto cuda_stream = static_cast<cudaStream_t>(stream);
+    CUDA_CHECK(cudaMemcpyAsync(base + w.lens_offset, p.cache_lens.data(),
+                               p.cache_lens.size() * sizeof(int), cudaMemcpyHostToDevice,
+                               cuda_stream));
+    if (!p.block_table.empty())
+      CUDA_CHECK(cudaMemcpyAsync(base + w.table_offset, p.block_table.data(),
+                                 p.block_table.size() * sizeof(int), cudaMemcpyHostToDevice,
+                                 cuda_stream));
+    fa::run_decode(*s, p, t, splits, workspace, cuda_stream);
+    return FA_OK;
   });
 }
 

@@ -1,5 +1,6 @@
 /** \file flash_tutorial.h
- * \brief C API: run any registered step, forward or backward, on device pointers.
+ * \brief C API: run any registered step, forward or backward, on device pointers; and the
+ * decoding steps (a few new tokens per sequence against a contiguous or paged K/V cache).
  *
  * Every call validates first (the same checks as the tour and the tests) and launches
  * nothing on bad input; the return code says what kind of error, fa_last_error() what
@@ -25,13 +26,17 @@ extern "C" {
 typedef enum {
   FA_OK = 0,                     /**< success (fa_last_error() is then "") */
   FA_ERROR_INVALID_ARGUMENT = 1, /**< a null pointer (problem, bytes, q, k, v, o, lse, d_o,
-                                      dq, dk, dv, a needed workspace), a misaligned pointer, a
-                                      workspace too small, a dtype or layout out of range, a
-                                      pass the step does not have, or a problem the step
-                                      cannot run */
+                                      dq, dk, dv; k_new, v_new, k_cache, v_cache, cache_lens,
+                                      block_table, num_splits; a needed workspace), a
+                                      misaligned pointer, a workspace too small, a dtype,
+                                      layout, cache kind or split count out of range, a pass
+                                      the step does not have, or a problem the step cannot
+                                      run */
   FA_ERROR_UNKNOWN_STEP = 2,     /**< no step by that name, or the name is NULL */
-  FA_ERROR_CUDA = 3,             /**< a CUDA call failed (only fa_run and fa_backward make
-                                      any, after every check above passed) */
+  FA_ERROR_CUDA = 3,             /**< a CUDA call failed (only fa_run, fa_backward and
+                                      fa_decode make any, after every check above passed, and
+                                      fa_decode_splits, and fa_decode_workspace_bytes with
+                                      num_splits 0, which read the current device) */
   FA_ERROR_INTERNAL = 4          /**< any other exception (see fa_last_error) */
 } fa_status;
 
@@ -118,6 +123,94 @@ FA_API fa_status fa_backward(const char* step, const fa_problem* problem, const 
                              const void* k, const void* v, const void* o, const float* lse,
                              const void* d_o, void* dq, void* dk, void* dv, void* workspace,
                              size_t workspace_bytes, void* stream);
+/** \brief Which cache a decoding step reads and appends into: fa_decode_problem::cache. */
+typedef enum {
+  FA_CACHE_CONTIGUOUS = 0, /**< K and V are [B, N_max, H_kv, d]: N_max rows per sequence */
+  FA_CACHE_PAGED = 1       /**< K and V are a pool [num_pages, page_size, H_kv, d] of pages,
+                                found through a block table [B, max_pages] */
+} fa_cache_kind;
+
+/** \brief A decoding step, as fa::DecodeProblem (common/decode.h): q_len new tokens of each of
+ * B sequences attend to everything their sequence has cached, causal among the new tokens
+ * (bottom-right aligned). cache_lens and block_table are HOST arrays: they are validated on the
+ * host (every length against n_max or the pages, every used table entry against num_pages)
+ * and copied into the workspace for the kernels; the caller may reuse them as soon as
+ * fa_decode returns. */
+typedef struct {
+  int batch;              /**< B, sequences */
+  int heads_q;            /**< H_q, query (and output) heads */
+  int heads_kv;           /**< H_kv, key/value heads; H_q must be a multiple of it (GQA, MQA) */
+  int head_dim;           /**< d */
+  int q_len;              /**< new tokens of every sequence in this step, 1..16 */
+  float scale;            /**< softmax scale; 0 means 1/sqrt(head_dim) */
+  int dtype;              /**< 0 fp32, 1 fp16, 2 bf16: Q, the new K/V, the cache and O */
+  int cache;              /**< FA_CACHE_CONTIGUOUS or FA_CACHE_PAGED */
+  int n_max;              /**< contiguous cache: rows per sequence (ignored when paged) */
+  int page_size;          /**< paged cache: rows per page, 16..256 (ignored when contiguous) */
+  int num_pages;          /**< paged cache: pages in the pool (ignored when contiguous) */
+  int max_pages;          /**< paged cache: columns of block_table (ignored when contiguous) */
+  const int* cache_lens;  /**< host array of batch ints: keys each sequence holds before the
+                               step (the new rows go to cache_lens[b] .. + q_len - 1) */
+  const int* block_table; /**< paged cache: host array [batch, max_pages] of pool page indices
+                               (page j of sequence b is entry b * max_pages + j; entries past
+                               the pages a sequence uses are not read); NULL when contiguous */
+} fa_decode_problem;
+
+/** \brief Number of registered decoding steps (listed apart from fa_num_steps()).
+ * \return the count */
+FA_API int fa_num_decode_steps(void);
+/** \brief Folder name of decoding step `index` (0-based), e.g. "12_decode"; NULL if out of
+ * range. \param index 0 .. fa_num_decode_steps() - 1 \return the name, a static string */
+FA_API const char* fa_decode_step_name(int index);
+/** \brief One line on what decoding step `index` teaches; NULL if out of range.
+ * \param index 0 .. fa_num_decode_steps() - 1 \return the lesson, a static string */
+FA_API const char* fa_decode_step_lesson(int index);
+/** \brief The split count decoding `step`'s rule picks for `problem` on the current CUDA
+ * device (it reads the device's SM count: FA_ERROR_CUDA without one). Pass it, or any count
+ * from 1 to the step's limit, to fa_decode_workspace_bytes and fa_decode.
+ * \param step a decoding step name (as in fa_decode_step_name, or its number or slug)
+ * \param problem the decoding problem \param num_splits receives the count
+ * \return FA_OK, or the error (then see fa_last_error) */
+FA_API fa_status fa_decode_splits(const char* step, const fa_decode_problem* problem,
+                                  int* num_splits);
+/** \brief Device scratch bytes fa_decode needs for `problem` with `num_splits` splits: the
+ * step's partial O and L per split, then room for the copies of cache_lens and block_table.
+ * The problem is checked as by fa_decode; no device is needed unless num_splits is 0 (the
+ * step's rule on the current device, as fa_decode_splits).
+ * \param step a decoding step name \param problem the decoding problem
+ * \param num_splits 1 .. the step's limit, or 0 for the step's rule \param bytes receives the
+ * size \return FA_OK, or the error (then see fa_last_error) */
+FA_API fa_status fa_decode_workspace_bytes(const char* step, const fa_decode_problem* problem,
+                                           int num_splits, size_t* bytes);
+/** \brief Runs decoding `step` asynchronously on `stream`: appends this step's new keys and
+ * values into the cache at rows cache_lens[b] .. cache_lens[b] + q_len - 1 of each sequence
+ * (through the block table when paged), then attends (split-KV) and writes O and L. q, o are
+ * [B, q_len, H_q, d], k_new and v_new [B, q_len, H_kv, d], all in the problem's dtype; the
+ * caches are [B, n_max, H_kv, d] (contiguous) or [num_pages, page_size, H_kv, d] (paged);
+ * lse is fp32 [B, H_q, q_len]. workspace holds at least fa_decode_workspace_bytes bytes for the
+ * same num_splits, aligned like the tensors.
+ * \param step a decoding step name \param problem the decoding problem
+ * \param num_splits 1 .. the step's limit, or 0 for the step's rule (fa_decode_splits)
+ * \param q Q \param k_new this step's new keys \param v_new this step's new values
+ * \param k_cache the K cache (appended into) \param v_cache the V cache (appended into)
+ * \param o O (written) \param lse L (written) \param workspace device scratch
+ * \param workspace_bytes its size in bytes
+ * \param stream a cudaStream_t, or NULL for the default stream
+ * \return FA_OK once launched, or the error (then see fa_last_error); nothing is copied or
+ * launched on an error. The checks, in order: the step name; the problem (the enums, the
+ * cache_lens and block_table pointers, then fa::validate: shapes, q_len, every length against
+ * n_max or its pages, every used block-table entry in [0, num_pages), no page appended into
+ * twice; then the step's dtype and head dim); num_splits; the pointers q, k_new, v_new,
+ * k_cache, v_cache, o, lse (not NULL, aligned to the step's 16-byte copies, lse to 4); the
+ * split count of the step's rule when num_splits is 0 (a CUDA call); workspace_bytes and the
+ * workspace (not NULL, aligned); the device's limits (grid, shared memory, compute
+ * capability). With num_splits from 1 up, everything before the device's limits is checked
+ * without a CUDA call. Then the copies of cache_lens and block_table into the workspace and
+ * the launches. */
+FA_API fa_status fa_decode(const char* step, const fa_decode_problem* problem, int num_splits,
+                           const void* q, const void* k_new, const void* v_new, void* k_cache,
+                           void* v_cache, void* o, float* lse, void* workspace,
+                           size_t workspace_bytes, void* stream);
 /** \brief The message of the last error on this thread ("" if none).
  * \return the message, valid until the next call on this thread */
 FA_API const char* fa_last_error(void);
