@@ -109,6 +109,19 @@ expect 2 "usage: scripts/plot_lm.py" "the following arguments are required: logs
   -- scripts/plot_lm.py
 expect 0 "usage: scripts/plot_lm.py" -- scripts/plot_lm.py --help
 
+echo "--- scripts/ring_gpu.sh, steps/13_ring_attention/launch.sh (argument checks only)"
+expect 2 "ring_gpu.sh: error: unknown argument '--bogus'" "usage: scripts/ring_gpu.sh" \
+  -- scripts/ring_gpu.sh --bogus
+expect 2 "ring_gpu.sh: error: --out needs a value" -- scripts/ring_gpu.sh --out
+expect 0 "usage: scripts/ring_gpu.sh" -- scripts/ring_gpu.sh --help
+expect 2 "launch.sh: --nproc: x is not a positive integer" \
+  -- steps/13_ring_attention/launch.sh --nproc x ring_tests.py
+expect 2 "launch.sh: --timeout: 0 is not a positive integer" \
+  -- steps/13_ring_attention/launch.sh --timeout 0 ring_tests.py
+expect 2 "launch.sh: program nope.py not found" -- steps/13_ring_attention/launch.sh nope.py
+expect 2 "launch.sh: no program given" -- steps/13_ring_attention/launch.sh
+expect 0 "launch.sh [--nproc P]" -- steps/13_ring_attention/launch.sh --help
+
 echo "--- every script is executable and starts with its interpreter"
 for f in scripts/*.sh scripts/*.py; do
   cases=$((cases + 1))

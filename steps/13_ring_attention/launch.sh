@@ -37,9 +37,10 @@ for v in ${nproc:+"--nproc=$nproc"} "--timeout=$timeout_s"; do
                     usage >&2; exit 2 ;;
   esac
 done
-prog=$1; shift
-[ -f "$prog" ] || prog="$here/$prog"
-[ -f "$prog" ] || { echo "launch.sh: program $1 not found" >&2; exit 2; }
+given=$1; shift
+prog=$given
+[ -f "$prog" ] || prog="$here/$given"
+[ -f "$prog" ] || { echo "launch.sh: program $given not found" >&2; usage >&2; exit 2; }
 
 py=${PYTHON:-python3}
 gpus=$("$py" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>/dev/null) || {
