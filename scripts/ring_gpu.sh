@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # ring_gpu.sh — step 13 (ring attention) on a machine with two or more GPUs: builds what it
 # needs, runs every test of the ring (the plan against the reference on the CPU, the C API's
-# refusals, step 12's decoding tests, whose combine the ring's merge shares, the GPU tests
-# on one GPU and on two), then the benchmark, and writes the results table with the tests'
-# summaries above it.
+# refusals, step 12's probe and split tests, whose combine the ring's merge shares, the GPU
+# tests on one GPU and on two), then the benchmark, and writes the results table with the
+# tests' summaries above it. (Step 12's whole suite: ctest -L decode.)
 #
 #   scripts/ring_gpu.sh [--build DIR] [--out FILE] [--no-build] [--bench-args "ARGS"]
 #
@@ -52,7 +52,7 @@ fi
 if [ "$no_build" = 0 ]; then
   phase "build ($build)"
   [ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release || exit 1
-  cmake --build "$build" -j "$(nproc)" --target flash_tutorial ring_dump test_capi \
+  cmake --build "$build" -j "$(nproc)" --target flash_tutorial ring_dump test_capi test_cpu \
     test_12_decode probe_12_decode || exit 1
 fi
 export FLASH_TUTORIAL_LIB=$PWD/$build/lib/libflash_tutorial.so
@@ -61,8 +61,9 @@ summary=$logs/summary.txt
 : >"$summary"
 status=0
 
-phase "ctest: the plan against the reference, the C API, step 12 (decoding)"
-ctest --test-dir "$build" -R '^(cpu/ring|cpu/ring_plan|capi/|12_decode/)' --output-on-failure \
+phase "ctest: the plan against the reference, the C API, step 12's combine (probe, splits)"
+ctest --test-dir "$build" -R '^(cpu/ring|cpu/ring_plan|capi/.*|12_decode/(probe|splits))$' \
+  --output-on-failure \
   2>&1 | tee "$logs/ctest.log"
 grep -E '^[0-9]+% tests passed' "$logs/ctest.log" | sed 's/^/ctest (ring plan, C API, 12_decode): /' >>"$summary"
 grep -qE '^100% tests passed' "$logs/ctest.log" || status=1
