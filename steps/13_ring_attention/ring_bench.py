@@ -78,7 +78,6 @@ def main():
     if reason:
         print(f"SKIPPED: {reason}")
         return SKIP
-    import torch
     import torch.distributed as dist
 
     rank, ranks = ra.init()
@@ -178,7 +177,7 @@ class Bench:
             both = self._time(lambda: ring(q, k, v))
             comp = self._time(lambda: ring(q, k, v, mode="compute"))
             send = self._time(lambda: ring(q, k, v, mode="send")) if P > 1 else 0.0
-            del ring
+            ring = None  # its buffers go before the next configuration's
             hidden = min(1.0, max(0.0, (comp + send - both) / send)) if send > 0 else 1.0
             work = rp.ring_work(1, a.heads, n, n, causal, P, chunks)
             flops = 4.0 * a.d * sum(max(w[s] for w in work) for s in range(P))
@@ -197,7 +196,7 @@ class Bench:
                 print(f"N={n} {name}: ring {both:.2f} ms (compute {comp:.2f}, sends {send:.2f}),"
                       f" one GPU {single:.2f} ms, speedup {single / both:.2f}x, hidden "
                       f"{hidden:.0%}", flush=True)
-        del q, k, v
+        q = k = v = None
         torch.cuda.empty_cache()
         return row
 
