@@ -270,11 +270,11 @@ class RingAttention:
                 out.copy_(o)
             lse[:, :, c.q0:c.q1].copy_(part_lse)
 
-    def __call__(self, q, k, v, mode="both", send_events=None):
+    def __call__(self, q, k, v, mode="both"):
         """O and L of this rank's rows (O like q, L fp32 [B, H_q, N_loc]). mode "compute" skips
         the sends (every step reads this rank's own slice: wrong values, the same kernels) and
-        "send" skips the compute: both only to time the parts apart. send_events, a list, gets
-        a (start, end) pair of CUDA events around each step's sends (on the send stream)."""
+        "send" skips the compute (O and L are then not computed): both only to time the parts
+        apart (ring_bench.py)."""
         import torch
         import torch.distributed as dist
 
@@ -300,21 +300,12 @@ class RingAttention:
             if s < self.ranks - 1 and mode != "compute":
                 nxt = self.recv[s % 2]
                 self.comm.wait_stream(compute)  # step s-1 no longer reads the buffer we fill
-                with torch.cuda.stream(self.comm):
-                    if send_events is not None:
-                        ev = (torch.cuda.Event(enable_timing=True),
-                              torch.cuda.Event(enable_timing=True))
-                        ev[0].record(self.comm)
+                with torch.cuda.stream(self.comm):  # NCCL's stream waits for this one
                     ops = [dist.P2POp(dist.isend, cur[0], nxt_rank, self.group),
                            dist.P2POp(dist.isend, cur[1], nxt_rank, self.group),
                            dist.P2POp(dist.irecv, nxt[0], prev_rank, self.group),
                            dist.P2POp(dist.irecv, nxt[1], prev_rank, self.group)]
                     reqs = dist.batch_isend_irecv(ops)
-                    if send_events is not None:
-                        for r in reqs:
-                            r.wait()  # the send stream waits for NCCL's
-                        ev[1].record(self.comm)
-                        send_events.append(ev)
             if mode != "send":
                 self._compute(s, cur[0], cur[1], compute)
             for r in reqs:

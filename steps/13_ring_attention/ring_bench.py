@@ -81,6 +81,16 @@ def main():
     import torch.distributed as dist
 
     rank, ranks = ra.init()
+    import ring_plan as rp
+
+    for n in args.ns:  # every configuration needs N divisible by 2P: say so before timing
+        try:
+            rp.check_shape(n, n, True, ranks, "zigzag")
+        except rp.RingError as e:
+            if rank == 0:
+                print(f"ring_bench.py: error: --ns: {e}", file=sys.stderr)
+            dist.destroy_process_group()
+            return 2
     b = Bench(args, rank, ranks)
     rows = [b.one_n(n) for n in args.ns]
     if rank == 0:
