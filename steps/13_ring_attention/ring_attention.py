@@ -15,7 +15,9 @@ fp32, by the C API's fa_merge: step 12's combine of its splits, the same code.
     o_loc, lse_loc = ra.ring_attention(q_loc, k_loc, v_loc, causal=True, chunks="zigzag")
 
 What each rank computes (which pairs of chunks, masked or skipped, in how many calls) is
-ring_plan.py's, a mirror of reference/ring.h checked against it on the CPU.
+ring_plan.py's, a mirror of reference/ring.h checked against it on the CPU. The backward,
+ring_attention_backward(), runs the same pairs with step 11 (fa_backward) and sends the fp32
+dK/dV sums round the ring behind their slice.
 
 Inputs: this rank's shard of Q, K and V, already cut by shard() (zigzag: chunks r and
 2P-1-r one after the other), fp16 or bf16, d = 64 or 128, "bnhd" [B, N_loc, H, d] or "bhnd"
@@ -24,8 +26,9 @@ rank, with one message naming the rank, the parameter, its value and the limit (
 what the ring refuses (reference/ring.h: the global N_q = P·N_loc, N_kv alike, a multiple of
 P (contiguous) or 2P (zigzag); causal with N_q != N_kv), what the forward step refuses (the
 C API's check, e.g. a tensor over 2^31 elements), a dtype other than fp16/bf16, a head dim other
-than 64 or 128, tensors not on this process's GPU, gradients asked for (no backward across the
-ring yet), and ranks that disagree on the problem. Every rank takes part in the check (one
+than 64 or 128, tensors not on this process's GPU, tensors that require grad (no autograd graph
+is recorded: ring_attention_backward() computes dQ, dK and dV round the same ring), and ranks
+that disagree on the problem. Every rank takes part in the check (one
 all_gather of each rank's verdict) before any K/V is sent, so bad input on one rank is an
 error on all, never a hang; the process group's timeout bounds any wait that remains.
 """
@@ -136,7 +139,8 @@ def _local_error(q, k, v, causal, layout, chunks, step, ranks):
         if t.dtype != q.dtype:
             return f"{name} has dtype {t.dtype}, q has {q.dtype}"
         if t.requires_grad and torch.is_grad_enabled():
-            return f"{name} requires grad: ring attention has no backward pass yet"
+            return (f"{name} requires grad: ring_attention records no autograd graph; "
+                    "ring_attention_backward gives the gradients")
     if v.shape != k.shape:
         return f"v has shape {tuple(v.shape)}, k has {tuple(k.shape)}: v must be shaped like k"
     seq, heads = (1, 2) if layout == "bnhd" else (2, 1)
@@ -329,3 +333,126 @@ def ring_attention(q, k, v, causal=False, layout="bnhd", chunks="zigzag", scale=
     on its shard q, k, v (module comment). `chunks` is the layout the shards were cut in
     (shard()), `step` the forward step each pair runs."""
     return RingAttention(q, k, v, causal, layout, chunks, scale, step, group)(q, k, v)
+
+
+DEFAULT_BACKWARD_STEP = "11_backward_tc"
+
+
+def ring_attention_backward(q, k, v, o, lse, d_o, causal=False, layout="bnhd", chunks="zigzag",
+                            scale=None, step=DEFAULT_BACKWARD_STEP, group=None):
+    """dQ, dK and dV of this rank's shard (in the dtype and layout of q, k, v) from the forward's
+    O and L (ring_attention's, for this rank's rows) and dO, over the ranks of `group`.
+
+    The backward step (11_backward_tc by default, through the C API's fa_backward) runs on the
+    same pairs as the forward (ring_plan.plan_step), each given the rows' final O and L, so
+    every pair's dS = P ∘ (dP − D) is exact (D = rowsum(dO ∘ O)) and the pairs' gradients add
+    up. dQ sums in fp32 on the rank that owns the rows; the K/V slice travels round the ring as
+    in the forward (its send hidden under the step's compute), and its fp32 dK/dV sums travel
+    with it, one step behind: after each step the rank passes the sums it added to on, and after
+    the last step they make one more hop home. Inputs are refused as by ring_attention (on every
+    rank, before anything is sent); o and d_o must be shaped like q, lse fp32 [B, H_q, N_loc]."""
+    import torch
+    import torch.distributed as dist
+
+    rank, ranks = _group_info(group)
+    seq, heads = (1, 2) if layout == "bnhd" else (2, 1)
+    try:
+        error = _local_error(q, k, v, causal, layout, chunks, DEFAULT_STEP, ranks)
+        if error is None:
+            for name, t in (("o", o), ("d_o", d_o)):
+                if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(q.shape) or \
+                        t.dtype != q.dtype or t.device != q.device:
+                    error = f"{name} must be shaped like q {tuple(q.shape)} {q.dtype} on {q.device}"
+            want = (q.shape[0], q.shape[heads], q.shape[seq])
+            if error is None and (not isinstance(lse, torch.Tensor) or
+                                  tuple(lse.shape) != want or lse.dtype != torch.float32 or
+                                  lse.device != q.device):
+                error = f"lse must be {want} torch.float32 on {q.device}"
+        if error is None:
+            p = ft._Problem(q.shape[0], q.shape[heads], k.shape[heads], q.shape[seq],
+                            k.shape[seq], q.shape[3], float(scale or 0.0), int(bool(causal)),
+                            ft._DTYPES[str(q.dtype)[6:]], 0)
+            try:
+                ft._workspace_bytes(ft._load().fa_backward_workspace_bytes, step, p)
+            except ft.FlashTutorialError as e:
+                error = str(e)
+    except Exception as e:  # noqa: BLE001  (any failure must still reach _agree)
+        error = f"{type(e).__name__}: {e}"
+    _agree(error, None if error else
+           _signature(q, k, causal, layout, chunks, step, scale) + (tuple(lse.shape),),
+           group, rank, ranks)
+
+    if layout == "bhnd":
+        q, k, v, o, d_o = (t.transpose(1, 2) for t in (q, k, v, o, d_o))
+    q, k, v, o, d_o, lse = (t.contiguous() for t in (q, k, v, o, d_o, lse))
+    b, n_q, hq, d = q.shape
+    n_kv, hkv = k.shape[1], k.shape[2]
+    per = rp.num_chunks(ranks, chunks) // ranks
+    plans = [rp.plan_step(rank, s, ranks, chunks, bool(causal), n_q // per, n_kv // per)
+             for s in range(ranks)]
+    lib = ft._load()
+    code = ft._DTYPES[str(q.dtype)[6:]]
+
+    def problem(c):
+        return ft._Problem(b, hq, hkv, c.q1 - c.q0, c.k1 - c.k0, d, float(scale or 0.0),
+                           int(c.causal), code, 0)
+
+    most = max([1] + [ft._workspace_bytes(lib.fa_backward_workspace_bytes, step, problem(c))
+                      for pl in plans for c in pl.calls])
+    work = torch.empty(most, device=q.device, dtype=torch.uint8)
+    compute = torch.cuda.current_stream(q.device)
+    if q.device not in _comm_streams:
+        _comm_streams[q.device] = torch.cuda.Stream(q.device)
+    comm = _comm_streams[q.device]
+    nxt_rank, prev_rank = (rank + 1) % ranks, (rank - 1) % ranks
+    if group is not None:
+        nxt_rank = dist.get_global_rank(group, nxt_rank)
+        prev_rank = dist.get_global_rank(group, prev_rank)
+
+    def exchange(send, recv):
+        """Sends `send` to the next rank, receives `recv` from the previous one (NCCL's stream
+        after everything queued on the compute stream); returns the requests."""
+        comm.wait_stream(compute)
+        with torch.cuda.stream(comm):
+            ops = [dist.P2POp(dist.isend, t, nxt_rank, group) for t in send] + \
+                  [dist.P2POp(dist.irecv, t, prev_rank, group) for t in recv]
+            return dist.batch_isend_irecv(ops)
+
+    dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
+    cur = (k, v)
+    grads = (torch.zeros(k.shape, device=q.device, dtype=torch.float32),
+             torch.zeros(k.shape, device=q.device, dtype=torch.float32))
+    spare = [(torch.empty_like(k), torch.empty_like(v)) for _ in range(min(2, ranks - 1))]
+    spare_grads = tuple(torch.empty_like(g) for g in grads) if ranks > 1 else None
+    for s in range(ranks):
+        reqs = []
+        if s < ranks - 1:  # the next K/V slice, under this step's compute
+            nxt = spare[s % 2]
+            reqs = exchange(cur, nxt)
+        for c in plans[s].calls:
+            rows, cols = slice(c.q0, c.q1), slice(c.k0, c.k1)
+            qs, os_, dos = (t[:, rows].contiguous() for t in (q, o, d_o))
+            ks, vs = (t[:, cols].contiguous() for t in cur)
+            ls = lse[:, :, rows].contiguous()
+            dqs, dks, dvs = torch.empty_like(qs), torch.empty_like(ks), torch.empty_like(vs)
+            pr = problem(c)
+            ft._check(lib.fa_backward(step.encode(), ft.ctypes.byref(pr), qs.data_ptr(),
+                                      ks.data_ptr(), vs.data_ptr(), os_.data_ptr(), ls.data_ptr(),
+                                      dos.data_ptr(), dqs.data_ptr(), dks.data_ptr(),
+                                      dvs.data_ptr(), work.data_ptr(), work.numel(),
+                                      compute.cuda_stream))
+            dq[:, rows] += dqs.float()
+            grads[0][:, cols] += dks.float()
+            grads[1][:, cols] += dvs.float()
+        for r in reqs:
+            r.wait()
+        if ranks > 1:  # the sums travel on with their slice (after the last step: home)
+            for r in exchange(grads, spare_grads):
+                r.wait()
+            grads, spare_grads = spare_grads, grads
+        if reqs:
+            cur = nxt
+    dq, dk, dv = dq.to(q.dtype), grads[0].to(k.dtype), grads[1].to(v.dtype)
+    if layout == "bhnd":
+        dq, dk, dv = (t.transpose(1, 2) for t in (dq, dk, dv))
+    return dq, dk, dv

@@ -11,6 +11,10 @@ torchrun; with one process it tests the P = 1 path on one GPU).
             max_abs + one ulp of the dtype (O), the same without the ulp for L; every case
             of bf16/fp16 x d 64/128 x causal or not x contiguous/zigzag, MHA and GQA, N = 2P·k
             with chunks that are no multiple of a tile; both tensor layouts and B = 2
+  backward  ring_attention_backward's gathered dQ, dK, dV against float64 autograd, judged by
+            the same rule with the single-GPU backward step (11_backward_tc) as the yardstick,
+            on the ring's own O and L: bf16/fp16, d = 64/128, causal or not, both chunk
+            layouts, GQA, both tensor layouts
   refusals  bad input on one rank only (a dtype, a length, shapes the ranks disagree on, a head
             dim, causal with N_q != N_kv, gradients) raises RingError naming that rank on
             EVERY rank, before anything is sent; the ring runs afterwards as before
@@ -30,14 +34,14 @@ SKIP = 77
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--groups", default="merge,ring,refusals",
-                    help="comma-separated: merge, ring, refusals (default: all)")
+    ap.add_argument("--groups", default="merge,ring,refusals,backward",
+                    help="comma-separated: merge, ring, refusals, backward (default: all)")
     ap.add_argument("--need-ranks", type=int, default=1,
                     help="skip (77) unless at least this many processes run (default 1)")
     args = ap.parse_args()
     groups = set(args.groups.split(","))
-    if not groups <= {"merge", "ring", "refusals"}:
-        print(f"ring_tests.py: error: --groups: {args.groups} not in merge,ring,refusals",
+    if not groups <= {"merge", "ring", "refusals", "backward"}:
+        print(f"ring_tests.py: error: --groups: {args.groups} not in merge,ring,refusals,backward",
               file=sys.stderr)
         return 2
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -58,6 +62,8 @@ def main():
         t.ring()
     if "refusals" in groups:
         t.refusals()
+    if "backward" in groups:
+        t.backward()
     failed = torch.tensor([t.failed], device="cuda")
     dist.all_reduce(failed)  # every rank exits with the same status
     if rank == 0:
@@ -240,13 +246,82 @@ class Tester:
         expect("an unknown chunk layout", (q, k, v), {"chunks": "striped"},
                "chunks ('striped') must be 'contiguous' or 'zigzag'")
         qg = q.clone().requires_grad_(odd)
-        expect("gradients", (qg, k, v), {}, f"rank {last}:", "no backward pass")
+        expect("gradients", (qg, k, v), {}, f"rank {last}:", "ring_attention_backward")
         q6, k6, v6 = tensors(hq=3)
         expect("heads", (q6, k6, v6), {}, "heads_q (3) must be a multiple of heads_kv (2)")
         # The ring still runs, as before, after every refusal.
         o, lse = ra.ring_attention(q, k, v, causal=True)
         self.check(bool(torch.isfinite(o.float()).all()) and bool(torch.isfinite(lse).all()),
                    "after the refusals the ring runs")
+
+
+def _backward(self):
+    import torch
+    import torch.distributed as dist
+    import flash_tutorial as ft
+    import ring_attention as ra
+
+    P = self.ranks
+    cases = []
+    for dtype in (torch.bfloat16, torch.float16):
+        for d in (64, 128):
+            for causal in (False, True):
+                for chunks in ("contiguous", "zigzag"):
+                    cases.append((1, 4, 2, 2 * P * 96, d, dtype, causal, chunks, "bnhd"))
+    cases += [(2, 4, 4, 2 * P * 64, 64, torch.bfloat16, True, "zigzag", "bhnd")]
+    for i, (b, hq, hkv, n, d, dtype, causal, chunks, layout) in enumerate(cases):
+        g = torch.Generator(device="cpu").manual_seed(5000 + i)
+        seq = 1 if layout == "bnhd" else 2
+        shape_q = (b, n, hq, d) if layout == "bnhd" else (b, hq, n, d)
+        shape_kv = (b, n, hkv, d) if layout == "bnhd" else (b, hkv, n, d)
+        q = torch.randn(shape_q, generator=g).to(dtype).cuda()
+        k = torch.randn(shape_kv, generator=g).to(dtype).cuda()
+        v = torch.randn(shape_kv, generator=g).to(dtype).cuda()
+        d_o = torch.randn(shape_q, generator=g).to(dtype).cuda()
+        loc = [ra.shard(x, self.rank, P, chunks, dim=seq) for x in (q, k, v, d_o)]
+        o_loc, l_loc = ra.ring_attention(*loc[:3], causal=causal, layout=layout, chunks=chunks)
+        grads = ra.ring_attention_backward(*loc[:3], o_loc, l_loc, loc[3], causal=causal,
+                                           layout=layout, chunks=chunks)
+        got = []
+        for x in grads:
+            parts = [torch.empty_like(x.contiguous()) for _ in range(P)]
+            dist.all_gather(parts, x.contiguous())
+            got.append(ra.unshard(parts, chunks, dim=seq))
+        o_step, l_step = ft.attention(q, k, v, step=ra.DEFAULT_STEP, causal=causal, layout=layout)
+        step = ft.backward(q, k, v, o_step, l_step, d_o, step=ra.DEFAULT_BACKWARD_STEP,
+                           causal=causal, layout=layout)
+        bh = (lambda x: x) if layout == "bhnd" else (lambda x: x.transpose(1, 2))
+        tq, tk, tv, tdo = (bh(x).double().requires_grad_(True) for x in (q, k, v, d_o))
+        ref_o, _ = reference(tq, tk, tv, causal)
+        want = torch.autograd.grad(ref_o, (tq, tk, tv), tdo.detach())
+        lines, ok = [], True
+        for name, x, y, w in zip(("dQ", "dK", "dV"), got, step, want):
+            good, line = judge_one(bh(x), bh(y), w, dtype)
+            ok &= good
+            lines.append(f"{name} {line}")
+        self.check(ok, f"backward P={P} B={b} H={hq}/{hkv} N={n} d={d} {dtype} "
+                       f"{'causal' if causal else 'full'} {chunks} {layout}: " + "; ".join(lines))
+
+
+Tester.backward = _backward
+
+
+def judge_one(x, y, ref, dtype):
+    """One gradient against float64 by the rule of judge(), y the yardstick."""
+    import torch
+
+    def errs(t):
+        dt = t.double() - ref
+        if not bool(torch.isfinite(dt).all()):
+            return math.inf, math.inf
+        return (dt.norm() / ref.norm().clamp_min(1e-300)).item(), dt.abs().max().item()
+
+    ulp = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
+    ulp_term = ulp * 2.0 ** math.floor(math.log2(max(ref.abs().max().item(), 1e-30)))
+    rx, mx = errs(x)
+    ry, my = errs(y)
+    ok = rx <= 1e-3 + 2 * ry and mx <= 1e-3 + 2 * my + ulp_term
+    return ok, f"rel {rx:.2e} (step {ry:.2e}) max {mx:.2e} (step {my:.2e})"
 
 
 def reference(q, k, v, causal):
