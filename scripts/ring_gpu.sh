@@ -62,7 +62,7 @@ summary=$logs/summary.txt
 status=0
 
 phase "ctest: the plan against the reference, the C API, step 12's combine (probe, splits)"
-ctest --test-dir "$build" -R '^(cpu/ring|cpu/ring_plan|cpu/ring_python|capi/.*|12_decode/(probe|splits))$' \
+ctest --test-dir "$build" -R '^(cpu/ring|cpu/ring_plan|capi/.*|12_decode/(probe|splits))$' \
   --output-on-failure \
   2>&1 | tee "$logs/ctest.log"
 grep -E '^[0-9]+% tests passed' "$logs/ctest.log" | sed 's/^/ctest (ring plan, C API, 12_decode): /' >>"$summary"
