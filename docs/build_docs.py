@@ -35,7 +35,7 @@ import sys
 
 CHAPTER_RE = re.compile(r"^(\d\d)-.*\.md$")
 STEP_DIR_RE = re.compile(r"^(\d\d)_\w+$")
-SOURCE_EXTS = (".cu", ".cuh", ".cpp", ".h")
+SOURCE_EXTS = (".cu", ".cuh", ".cpp", ".h", ".py", ".sh")
 # Pages of measured results (docs/results/*.md) are shown on the site too.
 RESULT_PAGES = os.path.join("docs", "results", "*.md")
 API_DIRS = ("common", "reference", "steps/harness")
@@ -98,7 +98,10 @@ def read(path):
 
 
 def header_comment(text):
-    """The leading // comment block of a source file, without the slashes."""
+    """The leading // comment block of a source file, without the slashes (of a Python module,
+    its docstring's first line)."""
+    if text.startswith('"""'):
+        return [text[3:].splitlines()[0].strip()]
     lines = []
     for line in text.splitlines():
         if not line.startswith("//"):
@@ -108,10 +111,13 @@ def header_comment(text):
 
 
 def entry_point(folder, files):
-    """The file that registers the step (FA_REGISTER_STEP) or, for the CPU step, has main()."""
-    for marker in ("FA_REGISTER_STEP(", "FA_REGISTER_DECODE_STEP(", "int main("):
+    """The file that registers the step (FA_REGISTER_STEP) or, for the CPU step, has main(),
+    or for a step driven from Python (step 13), the module that uses torch.distributed."""
+    for marker, exts in (("FA_REGISTER_STEP(", SOURCE_EXTS), ("FA_REGISTER_DECODE_STEP(",
+                                                              SOURCE_EXTS),
+                         ("int main(", SOURCE_EXTS), ("torch.distributed", (".py",))):
         for f in files:
-            if marker in read(os.path.join(folder, f)):
+            if f.endswith(exts) and marker in read(os.path.join(folder, f)):
                 return f
     return files[0] if files else None
 
@@ -153,6 +159,10 @@ def step_page(src, folder, chapter_files):
                 "registry (fa::StepInfo, fa::steps()); the tests, the benchmark, the tour and "
                 "the C API find it there and launch it through fa::run_step, which validates "
                 "the problem and then calls the step's `run`.", ""]
+    elif entry.endswith(".py"):
+        out += [f"Entry point: `{entry}`, Python on PyTorch: one process per GPU under "
+                "torchrun (torch.distributed, NCCL); its kernels run through the C API "
+                "(steps/harness/flash_tutorial.h).", ""]
     else:
         out += [f"Entry point: `{entry}`, a program (no GPU code).", ""]
     if others:

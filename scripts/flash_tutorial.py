@@ -61,6 +61,12 @@ class _DecodeProblem(ctypes.Structure):
 
 _CACHE_CONTIGUOUS, _CACHE_PAGED = 0, 1  # fa_cache_kind (flash_tutorial.h)
 
+class _MergeProblem(ctypes.Structure):
+    _fields_ = [("parts", ctypes.c_int), ("batch", ctypes.c_int), ("heads", ctypes.c_int),
+                ("rows", ctypes.c_int), ("head_dim", ctypes.c_int), ("dtype", ctypes.c_int),
+                ("layout", ctypes.c_int)]
+
+
 _lib = None
 
 _PASS_FORWARD, _PASS_BACKWARD = 1, 2  # fa_step_passes() bits (flash_tutorial.h)
@@ -104,6 +110,7 @@ def _load():
                                               ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)]
     lib.fa_decode.argtypes = [ctypes.c_char_p, ctypes.POINTER(_DecodeProblem), ctypes.c_int] + \
         [ctypes.c_void_p] * 8 + [ctypes.c_size_t, ctypes.c_void_p]
+    lib.fa_merge.argtypes = [ctypes.POINTER(_MergeProblem)] + [ctypes.c_void_p] * 5
     _lib = lib
     return lib
 
@@ -438,6 +445,49 @@ class PagedKVCache:
         """Sequence b's K and V rows of `layer`, [lengths[b], H_kv, d] each (dense copies)."""
         pages, rows = self._rows(b, 0, self.lengths[b], self.k[layer].device)
         return self.k[layer][pages, rows], self.v[layer][pages, rows]
+def merge(o_parts, lse_parts, out=None, layout="bhnd"):
+    """Merges partial results of the same query rows over disjoint key sets (fa_merge): the
+    online-softmax rescale in fp32, L = log sum_s exp(L_s), O = sum_s exp(L_s - L) O_s.
+
+    o_parts: [S, B, H, rows, d] ("bhnd") or [S, B, rows, H, d] ("bnhd"), fp16 or bf16, d = 64
+    or 128: S partials, as attention() returns each O; lse_parts: fp32 [S, B, H, rows], their L.
+    A partial with L_s = -inf is skipped (its O_s is never read). Returns (O, L) shaped like one
+    partial, written into out = (o, lse) when given.
+    """
+    import torch
+
+    if layout not in ("bhnd", "bnhd"):
+        raise ValueError(f"layout ({layout!r}) must be 'bhnd' or 'bnhd'")
+    if o_parts.dim() != 5 or not o_parts.is_cuda:
+        raise ValueError(f"o_parts must be a 5-D CUDA tensor, got {_shape(o_parts)} on "
+                         f"{o_parts.device}")
+    s, b = o_parts.shape[0], o_parts.shape[1]
+    h, rows = (o_parts.shape[2], o_parts.shape[3]) if layout == "bhnd" else \
+        (o_parts.shape[3], o_parts.shape[2])
+    want = (s, b, h, rows)
+    if _shape(lse_parts) != want or lse_parts.dtype != torch.float32 or \
+            lse_parts.device != o_parts.device:
+        raise ValueError(f"lse_parts is {_shape(lse_parts)} {lse_parts.dtype} on "
+                         f"{lse_parts.device}; it must be {want} torch.float32 on "
+                         f"{o_parts.device}")
+    dtype = _DTYPES.get(str(o_parts.dtype).replace("torch.", ""))
+    if dtype is None:
+        raise ValueError(f"dtype ({o_parts.dtype}) must be float16 or bfloat16")
+    o_parts, lse_parts = o_parts.contiguous(), lse_parts.contiguous()
+    if out is None:
+        out = (torch.empty(o_parts.shape[1:], device=o_parts.device, dtype=o_parts.dtype),
+               torch.empty(want[1:], device=o_parts.device, dtype=torch.float32))
+    o, lse = out
+    _like("o", o, o_parts[0], "one partial")
+    _like("lse", lse, lse_parts[0], "one partial's L")
+    if not (o.is_contiguous() and lse.is_contiguous()):
+        raise ValueError("out: o and lse must be contiguous")
+    p = _MergeProblem(s, b, h, rows, o_parts.shape[4], dtype, 0 if layout == "bnhd" else 1)
+    with torch.cuda.device(o_parts.device):
+        stream = torch.cuda.current_stream(o_parts.device).cuda_stream
+        _check(_load().fa_merge(ctypes.byref(p), o_parts.data_ptr(), lse_parts.data_ptr(),
+                                o.data_ptr(), lse.data_ptr(), stream))
+    return o, lse
 
 
 _function = None

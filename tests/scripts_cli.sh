@@ -120,6 +120,20 @@ expect 2 "--d-model (500) must be a multiple of --heads (8)" -- scripts/generate
 expect 2 "argument --dtype: invalid choice: 'fp32'" -- scripts/generate.py --dtype fp32
 expect 0 "usage: scripts/generate.py" "--allow-ties" -- scripts/generate.py --help
 
+echo "--- scripts/ring_gpu.sh, steps/13_ring_attention/launch.sh (argument checks only)"
+expect 2 "ring_gpu.sh: error: unknown argument '--bogus'" "usage: scripts/ring_gpu.sh" \
+  -- scripts/ring_gpu.sh --bogus
+expect 2 "ring_gpu.sh: error: --out needs a value" -- scripts/ring_gpu.sh --out
+expect 0 "usage: scripts/ring_gpu.sh" -- scripts/ring_gpu.sh --help
+expect 2 "launch.sh: --nproc: x is not a positive integer" \
+  -- steps/13_ring_attention/launch.sh --nproc x ring_tests.py
+expect 2 "launch.sh: --timeout: 0 is not a positive integer" \
+  -- steps/13_ring_attention/launch.sh --timeout 0 ring_tests.py
+expect 2 "launch.sh: program nope.py not found" -- steps/13_ring_attention/launch.sh nope.py
+expect 2 "launch.sh: no program given" -- steps/13_ring_attention/launch.sh
+expect 0 "launch.sh [--nproc P]" -- steps/13_ring_attention/launch.sh --help
+
+echo "--- every script is executable and starts with its interpreter"
 for f in scripts/*.sh scripts/*.py; do
   cases=$((cases + 1))
   first=$(head -1 "$f")

@@ -697,3 +697,87 @@ TEST_CASE("C API: the split rule reads the device: a count in range, or FA_ERROR
     CHECK(fa_decode_workspace_bytes(decode_step(), &c.p, 0, &bytes) == FA_ERROR_CUDA);
   }
 }
+// fa_merge: the merge of partial results (step 13's ring, step 12's combine code). Every bad
+// argument is refused before any launch, in the documented order: the problem, then the
+// pointers.
+namespace {
+
+fa_merge_problem merge_problem() {
+  fa_merge_problem p{};
+  p.parts = 2;
+  p.batch = 1;
+  p.heads = 4;
+  p.rows = 100;
+  p.head_dim = 128;
+  p.dtype = 2;
+  p.layout = 0;
+  return p;
+}
+
+fa_status merge(const fa_merge_problem* p, const void* o_parts = addr(0),
+                const float* lse_parts = lse_addr(), void* o = addr(3),
+                float* lse = reinterpret_cast<float*>(addr(6))) {
+  return fa_merge(p, o_parts, lse_parts, o, lse, nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("C API: fa_merge refuses a bad problem, naming the parameter and its limit", "[capi]") {
+  CHECK(merge(nullptr) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer problem is null");
+  struct Case {
+    void (*edit)(fa_merge_problem&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {[](fa_merge_problem& p) { p.dtype = 3; },
+       "dtype (3) must be 0 (fp32), 1 (fp16) or 2 (bf16)"},
+      {[](fa_merge_problem& p) { p.layout = 2; }, "layout (2) must be 0 (bnhd) or 1 (bhnd)"},
+      {[](fa_merge_problem& p) { p.parts = 0; }, "parts (0) must be in 1 .. 1024"},
+      {[](fa_merge_problem& p) { p.parts = 1025; }, "parts (1025) must be in 1 .. 1024"},
+      {[](fa_merge_problem& p) { p.batch = 0; }, "batch (0) must be at least 1"},
+      {[](fa_merge_problem& p) { p.heads = -1; }, "heads (-1) must be at least 1"},
+      {[](fa_merge_problem& p) { p.rows = 0; }, "rows (0) must be at least 1"},
+      {[](fa_merge_problem& p) { p.head_dim = 96; },
+       "head_dim (96) is not supported by the merge (supported: 64 128)"},
+      {[](fa_merge_problem& p) { p.dtype = 0; },
+       "dtype (fp32) is not supported by the merge (supported: fp16, bf16)"},
+      {[](fa_merge_problem& p) { p.batch = p.heads = 65536; },
+       "batch*heads*rows (429496729600) exceeds the limit of 8589934588 rows (the merge's grid)"},
+  };
+  for (const Case& c : cases) {
+    fa_merge_problem p = merge_problem();
+    c.edit(p);
+    CHECK(merge(&p) == FA_ERROR_INVALID_ARGUMENT);
+    CHECK(last() == c.message);
+  }
+}
+
+TEST_CASE("C API: fa_merge refuses a null or misaligned pointer, naming it", "[capi]") {
+  const fa_merge_problem p = merge_problem();
+  float* lse_out = reinterpret_cast<float*>(addr(6));
+  CHECK(merge(&p, nullptr) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer o_parts is null");
+  CHECK(merge(&p, addr(0), nullptr) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer lse_parts is null");
+  CHECK(merge(&p, addr(0), lse_addr(), nullptr) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer o is null");
+  CHECK(merge(&p, addr(0), lse_addr(), addr(3), nullptr) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last() == "pointer lse is null");
+  CHECK(merge(&p, addr(0, 8)) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(starts_with(last(), "pointer o_parts (0x"));
+  CHECK(last().find(") is not aligned to 16 bytes as the merge requires") != std::string::npos);
+  CHECK(merge(&p, addr(0), lse_addr(2)) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(last().find("pointer lse_parts (") == 0);
+  CHECK(last().find("is not aligned to 4 bytes") != std::string::npos);
+  CHECK(merge(&p, addr(0), lse_addr(), addr(3, 4), lse_out) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(starts_with(last(), "pointer o ("));
+  CHECK(merge(&p, addr(0), lse_addr(), addr(3), reinterpret_cast<float*>(addr(6, 1))) ==
+        FA_ERROR_INVALID_ARGUMENT);
+  CHECK(starts_with(last(), "pointer lse ("));
+  // The problem is checked before the pointers.
+  fa_merge_problem bad = p;
+  bad.head_dim = 32;
+  CHECK(merge(&bad, nullptr) == FA_ERROR_INVALID_ARGUMENT);
+  CHECK(starts_with(last(), "head_dim (32)"));
+}

@@ -17,15 +17,18 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "common/cuda_check.h"
 #include "common/decode_registry.h"
 #include "common/launch.h"
 #include "common/registry.h"
+#include "steps/13_ring_attention/merge.h"
 
 namespace {
 
@@ -271,6 +274,19 @@ DecodeWorkspace decode_workspace(const fa::DecodeStepInfo& s, const fa::DecodePr
   return w;
 }
 
+// fa_merge's pointers: not null, and aligned as the merge's loads need.
+fa_status check_merge_pointer(const char* name, const void* ptr, std::size_t alignment) {
+  if (!ptr) return fail(FA_ERROR_INVALID_ARGUMENT, std::string("pointer ") + name + " is null");
+  if (reinterpret_cast<std::uintptr_t>(ptr) % alignment != 0) {
+    char where[32];
+    std::snprintf(where, sizeof where, "%p", ptr);
+    return fail(FA_ERROR_INVALID_ARGUMENT, std::string("pointer ") + name + " (" + where +
+                                               ") is not aligned to " + std::to_string(alignment) +
+                                               " bytes as the merge requires");
+  }
+  return FA_OK;
+}
+
 // Runs `body`, turning any exception into a code and message (none may reach C callers).
 template <class F>
 fa_status guarded(F&& body) {
@@ -435,6 +451,39 @@ fa_status fa_decode(const char* step, const fa_decode_problem* problem, int num_
                                  p.block_table.size() * sizeof(int), cudaMemcpyHostToDevice,
                                  cuda_stream));
     fa::run_decode(*s, p, t, splits, workspace, cuda_stream);
+    return FA_OK;
+  });
+}
+
+fa_status fa_merge(const fa_merge_problem* problem, const void* o_parts, const float* lse_parts,
+                   void* o, float* lse, void* stream) {
+  return guarded([&] {
+    g_last_error.clear();
+    if (!problem) return fail(FA_ERROR_INVALID_ARGUMENT, "pointer problem is null");
+    if (problem->dtype < 0 || problem->dtype > 2)
+      return fail(FA_ERROR_INVALID_ARGUMENT, "dtype (" + std::to_string(problem->dtype) +
+                                                 ") must be 0 (fp32), 1 (fp16) or 2 (bf16)");
+    if (problem->layout < 0 || problem->layout > 1)
+      return fail(FA_ERROR_INVALID_ARGUMENT,
+                  "layout (" + std::to_string(problem->layout) + ") must be 0 (bnhd) or 1 (bhnd)");
+    fa::step13::MergeProblem p;
+    p.parts = problem->parts;
+    p.batch = problem->batch;
+    p.heads = problem->heads;
+    p.rows = problem->rows;
+    p.head_dim = problem->head_dim;
+    p.dtype = static_cast<fa::DType>(problem->dtype);
+    p.layout = static_cast<fa::Layout>(problem->layout);
+    if (std::string e = fa::step13::check_merge(p); !e.empty())
+      return fail(FA_ERROR_INVALID_ARGUMENT, e);
+    const std::size_t align = fa::step13::kMergeAlignment;
+    for (const auto& [name, ptr, a] :
+         {std::tuple<const char*, const void*, std::size_t>{"o_parts", o_parts, align},
+          {"lse_parts", lse_parts, 4},
+          {"o", o, align},
+          {"lse", lse, 4}})
+      if (fa_status st = check_merge_pointer(name, ptr, a); st != FA_OK) return st;
+    fa::step13::run_merge(p, o_parts, lse_parts, o, lse, static_cast<cudaStream_t>(stream));
     return FA_OK;
   });
 }

@@ -211,6 +211,33 @@ FA_API fa_status fa_decode(const char* step, const fa_decode_problem* problem, i
                            const void* q, const void* k_new, const void* v_new, void* k_cache,
                            void* v_cache, void* o, float* lse, void* workspace,
                            size_t workspace_bytes, void* stream);
+/** \brief What fa_merge combines: `parts` partial results of the same query rows over
+ * disjoint key sets (the forward pass's O and L of each), e.g. one per step of a ring
+ * (steps/13_ring_attention). */
+typedef struct {
+  int parts;    /**< partials per row, 1 .. 1024 */
+  int batch;    /**< B >= 1 */
+  int heads;    /**< H >= 1 */
+  int rows;     /**< query rows per (batch, head) >= 1 */
+  int head_dim; /**< 64 or 128 */
+  int dtype;    /**< of every O: 1 fp16, 2 bf16 */
+  int layout;   /**< of every O: 0 [B,rows,H,d], 1 [B,H,rows,d] */
+} fa_merge_problem;
+
+/** \brief Merges `parts` partial results per row into one, asynchronously on `stream`, in
+ * fp32: L = log Σ_s exp(L_s), O = Σ_s exp(L_s − L)·O_s (step 12's combine of its splits, the
+ * same code). A partial with L_s = −inf (the row saw no key there) is skipped and its O_s never
+ * read; a row whose every partial is empty gets O = 0, L = −inf; a NaN L_s makes the row NaN.
+ * \param problem the shapes \param o_parts the partials' O, one after another, each in the
+ * problem's dtype and layout \param lse_parts their L, fp32 [parts][B, H, rows] \param o the
+ * merged O (written; the shape of one partial) \param lse the merged L (written, fp32
+ * [B, H, rows]) \param stream a cudaStream_t, or NULL for the default stream
+ * \return FA_OK once launched, or the error (then see fa_last_error); nothing is launched on
+ * an error. The checks, in order, before the first CUDA call: the problem (a dtype or layout
+ * code out of range, parts, batch, heads, rows, head_dim, dtype), then the pointers (not NULL;
+ * o_parts and o aligned to 16 bytes, lse_parts and lse to 4). */
+FA_API fa_status fa_merge(const fa_merge_problem* problem, const void* o_parts,
+                          const float* lse_parts, void* o, float* lse, void* stream);
 /** \brief The message of the last error on this thread ("" if none).
  * \return the message, valid until the next call on this thread */
 FA_API const char* fa_last_error(void);
