@@ -84,7 +84,11 @@ int decode_splits(const DecodeStepInfo& step, const DecodeProblem& p, int forced
 }
 
 void run_decode(const DecodeStepInfo& step, const DecodeProblem& p, const DecodeTensors& t,
-                int num_splits, void* workspace, cudaStream_t stream) {
+                int num_splits, void* workspace, cudaStream_t stream, DecodePhases phases) {
+  const bool attend_only = phases == DecodePhases::AttendOnly;
+  if (attend_only && step.attend == nullptr)
+    throw std::invalid_argument(std::string("step ") + step.name +
+                                " cannot run its attention apart from its append");
   const DeviceLimits limits = limits_if(step.check_device != nullptr);
   if (std::string e = check_decode_launch(step, p, t, num_splits, limits); !e.empty())
     throw std::invalid_argument(e);
@@ -97,7 +101,7 @@ void run_decode(const DecodeStepInfo& step, const DecodeProblem& p, const Decode
        << " bytes as step " << step.name << " requires";
     throw std::invalid_argument(os.str());
   }
-  step.run(p, t, num_splits, workspace, stream);
+  (attend_only ? step.attend : step.run)(p, t, num_splits, workspace, stream);
   CUDA_CHECK_LAUNCH();
 }
 
