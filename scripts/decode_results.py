@@ -368,3 +368,25 @@ def write(doc, out_json, out_md):
     log(f"wrote {out_json}: {len(doc['results'])} records, {len(doc['skipped'])} skipped")
     write_text(out_md, make_markdown(doc))
     log(f"wrote {out_md}")
+
+
+def main(argv=None):
+    import argparse
+    p = argparse.ArgumentParser(
+        description="Print the Markdown of a decoding results file (make_results.py --decode "
+                    "writes both; this renders the .md of an existing .json).")
+    p.add_argument("results", help="a decoding results JSON (docs/results/h200-decode.json)")
+    args = p.parse_args(argv)
+    try:
+        with open(args.results, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        p.error(f"{args.results}: {e}")
+    if doc.get("kind") != "decode":
+        p.error(f"{args.results} is not a decoding results file (no \"kind\": \"decode\")")
+    sys.stdout.write(make_markdown(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

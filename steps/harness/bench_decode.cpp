@@ -264,7 +264,7 @@ int main(int argc, char** argv) try {
   app.allow_extras();  // Google Benchmark's own flags
   std::vector<int> batches{1, 8, 32}, caches{4096, 16384, 32768}, heads_kv{32, 8}, dims{128};
   std::vector<int> page_sizes{16, 64, 256}, splits;
-  int heads_q = 32, q_len = 1, reps = 30, hbm_gib = 4, hbm_reps = 20, max_cache_gib = 40;
+  int heads_q = 32, q_len = 1, reps = 20, hbm_gib = 4, hbm_reps = 20, max_cache_gib = 40;
   fa::DType dtype = fa::DType::BF16;
   bool sweep = true;
   int max_splits = 1;
@@ -392,8 +392,8 @@ int main(int argc, char** argv) try {
   for (const std::string& c : cannot) std::fprintf(stderr, "not timed: %s\n", c.c_str());
   if (plan.empty())
     return fa::cli::refuse(
-        "no decoding step can run the requested shapes (--dims, --dtype, --heads-q, "
-        "--heads-kv): see above");
+        "no decoding step can run the requested shapes (--batches, --caches, --heads-q, "
+        "--heads-kv, --dims, --dtype): see above");
 
   if (const std::string why = fa::no_usable_device(); !why.empty()) {
     std::fprintf(stderr, "no usable CUDA device (%s): nothing to benchmark\n", why.c_str());
