@@ -38,9 +38,9 @@
 #include "common/launch.h"
 #include "common/perf.h"
 #include "common/registry.h"
-#include "steps/harness/bench_flags.h"
 #include "steps/harness/cli.h"
 #include "steps/harness/cublas_baseline.h"
+#include "steps/harness/gbench.h"
 #include "steps/harness/spin.h"
 
 namespace {
@@ -166,15 +166,7 @@ void time_it(benchmark::State& state, const std::string& name, const Counts& cou
     fn();  // warm-up: module load, first-touch of the workspace
     fn();
     CUDA_CHECK(cudaDeviceSynchronize());
-    fa::EventTimer timer;
-    for (auto _ : state) {
-      fa::bench::gpu_spin(g_spin_cycles);  // spin.h: the same duty cycle as the peers
-      timer.start();
-      fn();
-      const double t = timer.stop_ms();
-      state.SetIterationTime(t * 1e-3);
-      ms.push_back(t);
-    }
+    ms = fa::bench::time_calls(state, fn, g_spin_cycles);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     g_failed.insert(name);
@@ -410,12 +402,7 @@ int main(int argc, char** argv) try {
 
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  if (!g_failed.empty()) {
-    std::fprintf(stderr, "%zu benchmark%s stopped with an error (see ERROR OCCURRED above)\n",
-                 g_failed.size(), g_failed.size() == 1 ? "" : "s");
-    return 1;
-  }
-  return 0;
+  return fa::bench::benchmarks_status(g_failed);
 } catch (const std::exception& e) {
   return fa::cli::fail(e);
 }

@@ -51,8 +51,8 @@
 #include "common/device_buffer.h"
 #include "common/launch.h"
 #include "common/perf.h"
-#include "steps/harness/bench_flags.h"
 #include "steps/harness/cli.h"
+#include "steps/harness/gbench.h"
 #include "steps/harness/hbm.h"
 #include "steps/harness/spin.h"
 
@@ -223,15 +223,7 @@ void time_row(benchmark::State& state, const Row& row, const std::string& name) 
     if (const std::string bad = in.finite(); !bad.empty())
       throw std::runtime_error(bad + " after the warm-up of " + row.p.describe() + " with " +
                                std::to_string(row.splits) + " splits; not timed");
-    fa::EventTimer timer;
-    for (auto _ : state) {
-      fa::bench::gpu_spin(g_spin_cycles);  // spin.h: the same duty cycle as the peers
-      timer.start();
-      call();
-      const double t_ms = timer.stop_ms();
-      state.SetIterationTime(t_ms * 1e-3);
-      ms.push_back(t_ms);
-    }
+    ms = fa::bench::time_calls(state, call, g_spin_cycles);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     g_failed.insert(name);
@@ -451,12 +443,7 @@ int main(int argc, char** argv) try {
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  if (!g_failed.empty()) {
-    std::fprintf(stderr, "%zu benchmark%s stopped with an error (see ERROR OCCURRED above)\n",
-                 g_failed.size(), g_failed.size() == 1 ? "" : "s");
-    return 1;
-  }
-  return 0;
+  return fa::bench::benchmarks_status(g_failed);
 } catch (const std::exception& e) {
   return fa::cli::fail(e);
 }
