@@ -86,8 +86,8 @@ def finish(rec, hbm_tbps):
     rec["tbps"] = kv / (rec["median_ms"] * 1e-3) / 1e12
     rec["hbm_fraction"] = rec["tbps"] / hbm_tbps
     keep = SHAPE + ("impl", "layout", "splits", "rule", "median_ms", "kv_bytes", "tbps",
-                    "hbm_fraction")
-    return {k: rec[k] for k in ("impl",) + tuple(k for k in keep if k != "impl")}
+                    "hbm_fraction", "gqa", "note")
+    return {k: rec[k] for k in ("impl",) + tuple(k for k in keep if k != "impl") if k in rec}
 
 
 def record_label(rec):
@@ -148,6 +148,8 @@ def load_peers(path):
             rec.update(impl=str(r["impl"]), dtype=str(r["dtype"]), layout=str(r["layout"]),
                        splits=None, rule=None, median_ms=r["median_ms"],
                        kv_bytes=r.get("kv_bytes"))
+            if r.get("gqa") == "expanded":  # the backend refused enable_gqa (peers.py)
+                rec.update(gqa="expanded", note=str(r.get("note", "")))
         except (KeyError, TypeError, ValueError) as e:
             raise DecodeError(f"{path}: result {i}: "
                               + (f"no field {e}" if isinstance(e, KeyError) else str(e)))
@@ -220,7 +222,10 @@ def table(header, rows):
 
 
 def cell(r):
-    return "–" if r is None else f"{r['tbps']:.2f} ({100 * r['hbm_fraction']:.0f}%)"
+    if r is None:
+        return "–"
+    mark = " †" if r.get("gqa") == "expanded" else ""
+    return f"{r['tbps']:.2f} ({100 * r['hbm_fraction']:.0f}%){mark}"
 
 
 def ratio(a, b):
@@ -307,6 +312,14 @@ def group_tables(dtype, d, q_len, rs, skipped):
                 or (p, s) not in refused else "skipped" for p in peers]
         rows.append(row)
     out += table(header, rows) + [""]
+    expanded = [r for r in rs if r.get("gqa") == "expanded"]
+    if expanded:
+        out += ["† K and V expanded to H_q heads before the call (untimed), the backend having "
+                "refused `enable_gqa`; it then reads them H_q / H_kv times over, and TB/s still "
+                "counts the cache's bytes once:", ""]
+        out += [f"- {r['impl']}, B = {r['batch']}, H_q/H_kv = {r['heads_q']}/{r['heads_kv']}, "
+                f"N = {r['cache']}: {r.get('note', '')}" for r in expanded]
+        out.append("")
     if refusals:
         out += ["Not measured (the peer refused the shape or ran out of memory):", ""]
         out += [f"- {x['impl']}, B = {x['batch']}, H_q/H_kv = {x['heads_q']}/{x['heads_kv']}, "

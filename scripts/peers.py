@@ -31,7 +31,10 @@ dK, dV and every intermediate of the backward included). Records carry "pass": "
 --pass decode times one decoding step instead (docs/conventions.md, Decoding): q [B, H_q,
 q_len, d] against K and V [B, H_kv, N, d], enable_gqa=True, the query heads of a group sharing
 a key/value head as in our step; with q_len > 1 a bottom-right causal mask among the new tokens
-(an explicit boolean attn_mask, which some backends refuse: recorded as skipped). Shapes:
+(an explicit boolean attn_mask, which some backends refuse: recorded as skipped). A backend
+that refuses enable_gqa with H_q != H_kv is measured again on K and V expanded to H_q heads
+beforehand (repeat_interleave, untimed), as a user of it would have to; that record carries
+"gqa": "expanded" and the refusal in "note", and its kv_bytes stay the cache's. Shapes:
 --batches, --caches (N), --heads-q, --heads-kv, --q-len, --dims (default 128), --dtypes
 (default bf16); backends: torch_cudnn, torch_flash, torch_efficient by default (torch_math on
 request; torch_naive has no decode pass). Records carry "pass": "decode", the shape fields of
@@ -438,27 +441,55 @@ def main(argv=None):
                     skip(impl, base, shape, f"SDPBackend.{dict(IMPLS)[impl]} is not in this "
                                             "PyTorch")
                     continue
-                call = lambda: F.scaled_dot_product_attention(  # noqa: E731
-                    q, k, v, attn_mask=mask, enable_gqa=True)
-                try:
-                    ms, extra, reps = measure(sdpa_kernel(backend), lambda: call)
-                except torch.cuda.OutOfMemoryError:
-                    release()
-                    skip(impl, base, shape, "out of memory")
-                    continue
-                except Exception as e:  # RuntimeError: the backend refuses the shape
-                    release()
-                    reason = first_line(e)
-                    if not isinstance(e, RuntimeError):
-                        reason = f"{type(e).__name__}: {reason}"
+                def attempt(kk, vv, gqa):
+                    """measure() of the backend on K and V (enable_gqa when gqa); the refusal's
+                    reason (None when it ran) and the figures."""
+                    call = lambda: F.scaled_dot_product_attention(  # noqa: E731
+                        q, kk, vv, attn_mask=mask, **({"enable_gqa": True} if gqa else {}))
+                    try:
+                        return None, measure(sdpa_kernel(backend), lambda: call)
+                    except torch.cuda.OutOfMemoryError:
+                        release()
+                        return "out of memory", None
+                    except Exception as e:  # RuntimeError: the backend refuses the shape
+                        release()
+                        reason = first_line(e)
+                        if not isinstance(e, RuntimeError):
+                            reason = f"{type(e).__name__}: {reason}"
+                        return reason, None
+
+                reason, got = attempt(k, v, True)
+                expanded = None
+                if got is None and hq != hkv and reason != "out of memory":
+                    # A backend that refuses grouped heads is measured as a user would run it:
+                    # K and V expanded to H_q heads beforehand (untimed), read H_q / H_kv times
+                    # over; the record says so, and kv_bytes stays the cache's.
+                    expanded = reason
+                    try:
+                        ke, ve = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
+                    except torch.cuda.OutOfMemoryError:
+                        release()
+                        ke = ve = None
+                        reason = f"enable_gqa refused ({expanded}); out of memory expanding K, V"
+                    if ke is not None:
+                        reason, got = attempt(ke, ve, False)
+                        del ke, ve
+                        if got is None:
+                            reason = f"enable_gqa refused ({expanded}); expanded K, V: {reason}"
+                if got is None:
                     skip(impl, base, shape, reason)
                     continue
+                ms, extra, reps = got
                 tbps = kv_bytes / (ms * 1e-3) / 1e12
-                doc["results"].append(dict(
-                    impl=impl, **base, name=decode_name(impl, dtype_name, d, b, hq, hkv, ql, n),
-                    median_ms=ms, kv_bytes=kv_bytes, tbps=tbps, extra_device_bytes=extra))
+                rec = dict(impl=impl, **base,
+                           name=decode_name(impl, dtype_name, d, b, hq, hkv, ql, n),
+                           median_ms=ms, kv_bytes=kv_bytes, tbps=tbps, extra_device_bytes=extra)
+                if expanded is not None:
+                    rec.update(gqa="expanded", note=f"enable_gqa refused: {expanded}")
+                doc["results"].append(rec)
                 write_json(args.out, doc)
                 note = "" if reps == args.reps else f" ({reps} reps, deadline)"
+                note += "" if expanded is None else " (K, V expanded: enable_gqa refused)"
                 log(f"{impl:16s} {shape}: {ms:9.4f} ms {tbps:6.3f} TB/s "
                     f"extra {human_bytes(extra)}{note}  [{deadline.elapsed():.0f} s]")
             del q, k, v, mask

@@ -8,7 +8,8 @@ one refusal). Registered in ctest as conventions/decode_results.
   1. Every record is kept, with TB/s from the median time and the K+V bytes of its shape, and
      hbm_fraction over the HBM bandwidth of the run; the header carries the HBM figure.
   2. The Markdown: the TB/s (%) table with ours in every layout and each peer, a refused peer
-     marked "skipped" and listed with its message, the ratios (ours / peer, paged /
+     marked "skipped" and listed with its message, a peer measured on K and V expanded to H_q
+     heads (it refused enable_gqa) marked † with its refusal, the ratios (ours / peer, paged /
      contiguous) and the split rule's table with the best forced count.
   3. --decode --merge without inputs re-renders the Markdown byte for byte.
   4. Refusals: a bench file without the HBM figure, a peers file of another pass, a record
@@ -94,6 +95,9 @@ def peers_doc(kind="decode"):
                             "batch": b, "heads_q": 32, "heads_kv": hkv, "q_len": 1, "cache": n,
                             "layout": "contiguous", "name": "…", "median_ms": ms_for(kv, t[impl]),
                             "kv_bytes": kv, "tbps": t[impl], "extra_device_bytes": 0})
+            if impl == "torch_cudnn" and hkv == 8:  # measured on K, V expanded by peers.py
+                results[-1].update(gqa="expanded", note="enable_gqa refused: No available "
+                                                        "kernel. Aborting execution.")
     skipped = [{"pass": "decode", "impl": "torch_efficient", "dtype": "bf16", "d": 128,
                 "batch": 1, "heads_q": 32, "heads_kv": 8, "q_len": 1, "cache": 16384,
                 "layout": "contiguous", "reason": "No available kernel. Aborting execution."}]
@@ -143,10 +147,15 @@ def main():
         # 2. the Markdown
         expect("HBM read bandwidth, measured in this run: 4.00 TB/s" in md,
                "the header gives the measured HBM read bandwidth")
-        expect("| 1 | 32/8 | 16384 | 8 | 3.20 (80%) | 3.10 (78%) | 3.15 (79%) | 1.60 (40%) | "
+        expect("| 1 | 32/8 | 16384 | 8 | 3.20 (80%) | 3.10 (78%) | 3.15 (79%) | 1.60 (40%) † | "
                "1.20 (30%) | skipped |" in md,
                "a row: B, heads, N, the rule's splits, ours in each layout, each peer, "
                "a refused peer marked skipped")
+        expect("- torch_cudnn, B = 1, H_q/H_kv = 32/8, N = 16384: enable_gqa refused: No "
+               "available kernel. Aborting execution." in md and "† K and V expanded" in md,
+               "a peer measured on expanded K and V is marked and its refusal listed")
+        expect([r.get("gqa") for r in theirs].count("expanded") == 1,
+               f"the record keeps gqa: expanded: {theirs}")
         expect("- torch_efficient, B = 1, H_q/H_kv = 32/8, N = 16384: No available kernel. "
                "Aborting execution." in md, "a refusal is listed with its message")
         expect("| 1 | 32/8 | 16384 | 2.00× | 2.67× | – | 0.97× | 0.98× |" in md,

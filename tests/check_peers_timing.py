@@ -8,7 +8,9 @@ conventions/peers_timing.
      forward, after a spin; records carry "pass": "forward" and 4·B·H·N²·d FLOPs.
   3. --pass decode: the same as 1 for one decoding step, q [B, H_q, 1, d] against K and V
      [B, H_kv, N, d] with enable_gqa=True; records carry "pass": "decode", bench_decode's
-     record name and fields, kv_bytes (scripts/fa_perf.py) and kv_bytes per second.
+     record name and fields, kv_bytes (scripts/fa_perf.py) and kv_bytes per second. A
+     backend that refuses enable_gqa (the stand-in's cuDNN) is measured on K and V expanded
+     beforehand, untimed, and its record says so.
   2. --pass backward: one forward per measurement, before any timed call and never between
      the events; each timed call is one backward (torch.autograd.grad with retain_graph on
      that forward's output, with dO), after a spin; the extra memory is the backward's
@@ -67,6 +69,12 @@ class Tensor:
 
     def tril_(self, k):
         return self
+
+    def repeat_interleave(self, n, dim):
+        _log("expand")
+        shape = list(self.shape)
+        shape[dim] *= n
+        return Tensor(shape)
 
 
 def device(name):
@@ -183,6 +191,10 @@ from torch import _log, _peak, Tensor
 
 
 def scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=False, enable_gqa=False):
+    from torch.nn import attention
+    if enable_gqa and attention.CURRENT == [attention.SDPBackend.CUDNN_ATTENTION]:
+        _log("refused")  # this stand-in's cuDNN refuses grouped heads, as some versions do
+        raise RuntimeError("No available kernel. Aborting execution.")
     # Grouped heads (H_q != H_kv) need enable_gqa, as PyTorch's SDPA does.
     _log("forward" if enable_gqa or q.shape[1] == k.shape[1] else "forward-without-gqa")
     _peak(''' + str(FORWARD_PEAK) + ''')
@@ -197,9 +209,14 @@ class SDPBackend:
     FLASH_ATTENTION, CUDNN_ATTENTION, EFFICIENT_ATTENTION, MATH = range(4)
 
 
+CURRENT = []
+
+
 @contextlib.contextmanager
 def sdpa_kernel(backend):
+    CURRENT.append(backend)
     yield
+    CURRENT.pop()
 '''
 
 failures = []
@@ -292,7 +309,18 @@ def check(tmp, kind):
                and abs(rec["tbps"] - kv / (MS * 1e-3) / 1e12) < 1e-12,
                f"--pass decode: kv_bytes {kv:g} and TB/s from the median time: {rec}")
     if decode:
-        expect("forward-without-gqa" not in log, "--pass decode calls SDPA with enable_gqa")
+        cudnn = [r for r in doc.get("results", []) if r.get("impl") == "torch_cudnn"]
+        flash = [r for r in doc.get("results", []) if r.get("impl") == "torch_flash"]
+        expect(len(cudnn) == 1 and cudnn[0].get("gqa") == "expanded"
+               and "No available kernel" in cudnn[0].get("note", "")
+               and flash and "gqa" not in flash[0],
+               f"a backend refusing enable_gqa is measured on expanded K, V and says so: {doc}")
+        expect(log.count("refused") == 1 and log.count("expand") == 2
+               and log.index("refused") < log.index("expand"),
+               f"K and V are expanded once each, after the refusal, before any timing: {log}")
+        expect(not doc.get("skipped"), f"nothing skipped: {doc.get('skipped')}")
+        expect("forward-without-gqa" not in log,
+               "--pass decode calls SDPA with enable_gqa, or on K and V expanded to H_q heads")
         results = []  # the FLOP checks below are the attention passes'
     flops_of = fa_perf.attention_backward_flops if backward else fa_perf.attention_flops
     for rec in results:
