@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Check that the Python FLOP and byte formulas (scripts/fa_perf.py) agree with C++'s
-(common/perf.h, and common/decode.h for decode_kv_bytes) on every problem bin/perf_formulas lists: causal and not, N_q ≠ N_kv, GQA,
+(common/perf.h; common/decode.h for decode_kv_bytes) on every problem bin/perf_formulas
+lists: causal and not, N_q ≠ N_kv, GQA,
 every dtype; the forward's and the backward's FLOPs and minimum bytes, and the N×N bytes. Registered in ctest as conventions/perf_formulas.
 
   python3 tests/check_perf_formulas.py --program build/bin/perf_formulas
