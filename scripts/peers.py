@@ -458,7 +458,8 @@ def main(argv=None):
                             reason = f"{type(e).__name__}: {reason}"
                         return reason, None
 
-                reason, got = attempt(k, v, True)
+                # enable_gqa only where heads are grouped: MHA shapes need no PyTorch that has it
+                reason, got = attempt(k, v, hq != hkv)
                 expanded = None
                 if got is None and hq != hkv and reason != "out of memory":
                     # A backend that refuses grouped heads is measured as a user would run it:
