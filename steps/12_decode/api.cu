@@ -55,7 +55,8 @@
 //
 // Not yet (later steps): the tensor cores (rows per block are few, the cache's bytes bound the
 // kernel; see decode_params.cuh), fp32, head dims other than 64 and 128, skipping the
-// workspace when num_splits = 1, a measured split rule, a benchmark and a chapter.
+// workspace when num_splits = 1, a measured split rule (bin/bench_decode times the rule's
+// choice next to every forced split count: steps/harness/bench_decode.cpp) and a chapter.
 //
 // Files, in reading order:
 //   decode_params.cuh   tiles, parameters, the split rule's constants, the launchers
