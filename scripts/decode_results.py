@@ -236,7 +236,8 @@ def code(text):
     return f"`{text}`"
 
 
-def make_markdown(doc):
+def make_markdown(doc, image=None):
+    """The page; `image` (a path relative to the page) embeds the plot after the header."""
     hbm = doc["hbm"]
     out = [f"# Decoding on {doc['gpu']}", "",
            f"- GPU: {doc['gpu']}", f"- Driver: {doc['driver']}"]
@@ -260,6 +261,8 @@ def make_markdown(doc):
             "split rule's choice of split count (column *splits*), contiguous and paged "
             "(`pageP`: pages of P rows, shuffled in the pool). – means not measured; a peer "
             "that refused a shape is listed under the table with its message.", ""]
+    if image:
+        out += [f"![K+V TB/s against the cache length, per batch and H_kv]({image})", ""]
     recs = doc["results"]
     groups = {}
     for r in recs:
@@ -376,11 +379,26 @@ def write_text(path, text):
     os.replace(tmp, path)
 
 
+def plot_path(out_json):
+    """Where plots.py puts the plot of out_json (NAME-decode.json): NAME_decode.png in the
+    images folder beside the results folder (docs/images/h200_decode.png)."""
+    stem = os.path.basename(out_json)
+    stem = stem[:-len("-decode.json")] if stem.endswith("-decode.json") else os.path.splitext(
+        stem)[0]
+    folder = os.path.join(os.path.dirname(os.path.abspath(out_json)), os.pardir, "images")
+    return os.path.normpath(os.path.join(folder, f"{stem}_decode.png"))
+
+
 def write(doc, out_json, out_md):
+    """Writes the JSON and the page; the page shows the plot if it has been drawn (plots.py
+    after this, then make_results.py --decode --merge to re-render, embeds it)."""
     write_text(out_json, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     log(f"wrote {out_json}: {len(doc['results'])} records, {len(doc['skipped'])} skipped")
-    write_text(out_md, make_markdown(doc))
-    log(f"wrote {out_md}")
+    png = plot_path(out_json)
+    image = (os.path.relpath(png, os.path.dirname(os.path.abspath(out_md))).replace(os.sep, "/")
+             if os.path.exists(png) else None)
+    write_text(out_md, make_markdown(doc, image))
+    log(f"wrote {out_md}" + (f" (showing {image})" if image else ""))
 
 
 def main(argv=None):

@@ -229,7 +229,10 @@ if [ -f "$logs/decode-bench.json" ]; then
   $py scripts/make_results.py --decode "${dargs[@]}" --gpu "$gpu" --driver "$driver" \
       --commit "$commit" --date "$(date -u +%Y-%m-%d)" --command "scripts/gpu_check.sh $orig_args" \
       --out-json "docs/results/$name-decode.json" --out-md "docs/results/$name-decode.md" || status=1
+  # The plot, then the page again: it shows the plot once it is drawn.
   $py scripts/plots.py --results "docs/results/$name-decode.json" --outdir docs/images --prefix "${name}_" || true
+  $py scripts/make_results.py --decode --merge --out-json "docs/results/$name-decode.json" \
+      --out-md "docs/results/$name-decode.md" || status=1
 elif [ "$decode" = 1 ]; then
   echo "note: no decoding results written: bin/bench_decode did not run (it measures the HBM read bandwidth they are divided by)"
 fi

@@ -24,7 +24,8 @@ Outputs
 
 With --decode the inputs are bench_decode's (--bench) and peers.py --pass decode's (--peers)
 and the outputs the decoding results (scripts/decode_results.py says what they hold), written
-afresh from the inputs; --decode --merge without inputs re-renders --out-md from --out-json.
+afresh from the inputs; --decode --merge without inputs re-renders --out-md from --out-json,
+showing the plot (docs/images/NAME_decode.png, scripts/plots.py) once it has been drawn.
 
 With --merge, records already in --out-json whose key (pass, impl, dtype, d, causal, batch,
 heads_q, heads_kv, n_q, n_kv, layout) is not measured again are kept, except those of a step

@@ -28,6 +28,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import decode_results  # noqa: E402
 import fa_perf  # noqa: E402
 import quoted_figures  # noqa: E402
 
@@ -113,7 +114,9 @@ def write(path, doc):
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         bench, peers = os.path.join(tmp, "bench.json"), os.path.join(tmp, "peers.json")
-        out_json, out_md = os.path.join(tmp, "h200-decode.json"), os.path.join(tmp, "h200-decode.md")
+        os.makedirs(os.path.join(tmp, "results"))
+        out_json = os.path.join(tmp, "results", "h200-decode.json")
+        out_md = os.path.join(tmp, "results", "h200-decode.md")
         write(bench, bench_doc())
         write(peers, peers_doc())
         header = ["--gpu", "Stand-in GPU", "--driver", "1.2.3", "--commit", "abc1234",
@@ -165,11 +168,22 @@ def main():
         expect("| 8 | 32/32 | 4096 | 1: 3.60 | 3.60 | 3.40 | 3.10 | 1: 3.60 | 1.00× |" in md,
                "the split table where the rule picks the best")
 
-        # 3. re-render
+        # 3. re-render; with the plot drawn (images/ beside results/), the page shows it
+        expect("![" not in md, "no plot drawn yet: the page shows none")
         os.replace(out_md, out_md + ".old")
         rc, out = run("--merge", "--out-json", out_json)
         expect(rc == 0 and open(out_md, encoding="utf-8").read() == md,
                f"--decode --merge without inputs re-renders the Markdown byte for byte: {out}")
+        os.makedirs(os.path.join(tmp, "images"))
+        with open(os.path.join(tmp, "images", "h200_decode.png"), "wb") as f:
+            f.write(b"\x89PNG")
+        rc, out = run("--merge", "--out-json", out_json)
+        shown = open(out_md, encoding="utf-8").read()
+        expect(rc == 0 and "](../images/h200_decode.png)" in shown
+               and shown.replace("![K+V TB/s against the cache length, per batch and H_kv]"
+                                 "(../images/h200_decode.png)\n\n", "") == md,
+               f"once the plot is drawn, the re-rendered page shows it and nothing else "
+               f"changes: {out}")
 
         # 4. refusals
         bad = os.path.join(tmp, "bad.json")
@@ -192,7 +206,7 @@ def main():
 
         # 5. quoted figures and the plot
         cache = {}
-        fig = lambda key: quoted_figures.figure(key, tmp, cache)  # noqa: E731
+        fig = lambda key: quoted_figures.figure(key, os.path.dirname(out_json), cache)  # noqa
         key = "decode:bf16:128:12_decode:1:32:8:16384"
         expect(fig(f"{key}:contiguous") == 3.2 and fig(f"{key}:page64") == 3.1,
                "decode: gives the rule's TB/s at two decimals")
@@ -209,6 +223,8 @@ def main():
                 expect(False, f"{missing} names no figure and must fail")
             except quoted_figures.SourceError:
                 pass
+        expect(os.path.join(tmp, "images", "h200_decode.png") == decode_results.plot_path(out_json),
+               "make_results looks for the plot where plots.py --prefix h200_ puts it")
         try:
             import matplotlib  # noqa: F401
         except ImportError:
