@@ -40,6 +40,13 @@ struct DecodeTensors {
   float* lse = nullptr;              ///< [B, H_q, q_len] fp32, natural log
 };
 
+/// \brief Which phases of a decoding step run_decode() runs.
+enum class DecodePhases {
+  AppendAndAttend,  ///< the whole step: append, attend, combine (DecodeStepInfo::run)
+  AttendOnly,       ///< attend and combine over a cache that already holds the step's rows
+                    ///< (DecodeStepInfo::attend; the decoding benchmark times this)
+};
+
 /// \brief What a decoding step is and supports. Filled in once per step by
 /// FA_REGISTER_DECODE_STEP.
 struct DecodeStepInfo {
@@ -64,6 +71,12 @@ struct DecodeStepInfo {
   /// workspace_bytes(p, num_splits) bytes of scratch, whose contents on entry are undefined.
   void (*run)(const DecodeProblem&, const DecodeTensors&, int num_splits, void* workspace,
               Stream) = nullptr;
+  /// The same without the append: attend and combine only, over a cache that already holds
+  /// this step's rows (k_new and v_new are not read). What the decoding benchmark times, so
+  /// that its figure is the attention's alone, as the peers' is; null when the step cannot
+  /// run its phases apart.
+  void (*attend)(const DecodeProblem&, const DecodeTensors&, int num_splits, void* workspace,
+                 Stream) = nullptr;
 };
 
 /// \brief All registered decoding steps, ordered by number.

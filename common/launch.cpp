@@ -82,13 +82,17 @@ int decode_splits(const DecodeStepInfo& step, const DecodeProblem& p, int forced
 }
 
 void run_decode(const DecodeStepInfo& step, const DecodeProblem& p, const DecodeTensors& t,
-                int num_splits, void* workspace, cudaStream_t stream) {
+                int num_splits, void* workspace, cudaStream_t stream, DecodePhases phases) {
+  const bool attend_only = phases == DecodePhases::AttendOnly;
+  if (attend_only && step.attend == nullptr)
+    throw std::invalid_argument(std::string("step ") + step.name +
+                                " cannot run its attention apart from its append");
   const DeviceLimits limits = limits_if(step.check_device != nullptr);
   if (std::string e = check_decode_launch(step, p, t, num_splits, limits); !e.empty())
     throw std::invalid_argument(e);
   if (std::string e = check_decode_workspace(step, p, num_splits, workspace); !e.empty())
     throw std::invalid_argument(e);
-  step.run(p, t, num_splits, workspace, stream);
+  (attend_only ? step.attend : step.run)(p, t, num_splits, workspace, stream);
   CUDA_CHECK_LAUNCH();
 }
 

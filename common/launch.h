@@ -52,13 +52,17 @@ int decode_splits(const DecodeStepInfo& step, const DecodeProblem& p, int forced
 
 /// \brief The decoding run_step: checks everything (check_decode_launch against the current
 /// device's limits, and the workspace), throws std::invalid_argument with the message if
-/// anything is wrong, then runs the step (append, attend, combine) and checks the launch.
+/// anything is wrong, then runs the step (append, attend, combine; or, with
+/// DecodePhases::AttendOnly, attend and combine alone) and checks the launch.
 /// \param step the decoding step \param p the problem \param t the device pointers
 /// \param num_splits the split count (decode_splits())
 /// \param workspace step.workspace_bytes(p, num_splits) bytes of device scratch, aligned to
 /// step.alignment bytes
 /// \param stream the CUDA stream the kernels are launched on (asynchronously)
+/// \param phases the whole step, or its attention alone (std::invalid_argument when the step
+/// has no DecodeStepInfo::attend)
 void run_decode(const DecodeStepInfo& step, const DecodeProblem& p, const DecodeTensors& t,
-                int num_splits, void* workspace, cudaStream_t stream = nullptr);
+                int num_splits, void* workspace, cudaStream_t stream = nullptr,
+                DecodePhases phases = DecodePhases::AppendAndAttend);
 
 }  // namespace fa

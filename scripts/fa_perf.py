@@ -2,7 +2,8 @@
 """The FLOP and byte counts of one attention problem, for the Python scripts.
 
 The same formulas as common/perf.h (attention_flops, min_io_bytes, nxn_matrix_bytes,
-attention_backward_flops, backward_min_io_bytes); the
+attention_backward_flops, backward_min_io_bytes) and decoding's byte count
+(decode_kv_bytes, as DecodeProblem::kv_bytes_read in common/decode.h); the
 test conventions/perf_formulas (tests/check_perf_formulas.py) checks that the two agree on a
 list of problems. docs/conventions.md explains the convention. scripts/peers.py and
 scripts/make_results.py import this module; nothing else in Python may write the formulas.
@@ -60,6 +61,14 @@ def backward_min_io_bytes(batch, heads_q, heads_kv, n_q, n_kv, d, dtype):
 def nxn_matrix_bytes(batch, heads_q, n_q, n_kv):
     """Bytes of one N_q × N_kv matrix (all batches and query heads) in fp32."""
     return 4.0 * batch * heads_q * n_q * n_kv
+
+
+def decode_kv_bytes(batch, heads_kv, kv_len, d, dtype):
+    """The bytes a decoding step must read from its cache when every one of the batch's
+    sequences attends to kv_len keys: each K and V row once, B·kv_len·H_kv·d·2·e
+    (common/decode.h: DecodeProblem::kv_bytes_read, docs/conventions.md, Decoding)."""
+    e, _, kv, _ = _elements(batch, 1, heads_kv, 1, kv_len, d, dtype)
+    return 2.0 * e * kv
 
 
 def human_bytes(n):

@@ -2,7 +2,9 @@
 # gpu_check.sh — the GPU owner's check: build, run every test (none may be skipped), the tour,
 # the benchmarks of every step with the cuBLAS baseline, PyTorch's SDPA backends on the same
 # shapes, the same for the backward pass (the steps that have one, the backends' autograd),
-# and write docs/results/<name>.json and .md (and the plots, if matplotlib is there).
+# and write docs/results/<name>.json and .md (and the plots, if matplotlib is there); then the
+# decoding benchmark (bin/bench_decode) with PyTorch's backends on the same decoding steps,
+# into docs/results/<name>-decode.json and .md and docs/images/<name>_decode.png.
 #
 # See usage below.
 set -euo pipefail
@@ -26,16 +28,22 @@ usage: scripts/gpu_check.sh [OPTION...]
   --skip-forward       the same for the forward pass: with --skip-tests and the other
                        --skip options, the backward's benchmarks alone, merged into the
                        results beside the forward's already there
+  --skip-decode        no decoding benchmark (bin/bench_decode) and no decoding peers
+                       (peers.py --pass decode): docs/results/NAME-decode.md and .json
+                       and docs/images/NAME_decode.png are left as they are
   --skip-ceilings      (bin/ceilings: docs/results/NAME-ceilings.json)
   --skip-large-tour    (the tour at N = 16384 and 65536: docs/results/NAME-tour-large.txt)
   --bench-args "..."   more options for bench_all;  --peer-args "...": for scripts/peers.py
-                       (both passes)
+                       (both passes);  --decode-args "...": for bench_decode and
+                       peers.py --pass decode alike: only the options both take
+                       (--batches, --caches, --heads-q, --heads-kv, --q-len, --dims,
+                       --reps, --warmup, --queue-ahead-cycles)
 Builds in build-gpu/ (FA_BUILD_DIR=dir picks another). Exit status 2 on a usage error.
 USAGE
 }
 
 orig_args="$*"
-mutants=1 dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 ceilings=1 large_tour=1 bench=1 peers=1 forward=1 backward=1 traffic=1 bench_args="" peer_args=""
+mutants=1 dtypes=fp32,bf16,fp16 name=h200 logs=build-gpu/logs quick=0 tests=1 ceilings=1 large_tour=1 bench=1 peers=1 forward=1 backward=1 traffic=1 decode=1 bench_args="" peer_args="" decode_args=""
 # value OPTION ARGS...: the value following OPTION, or a usage error when there is none.
 value() { [ $# -ge 2 ] || fa_usage_error "option $1 needs a value"; printf '%s' "$2"; }
 while [ $# -gt 0 ]; do
@@ -50,11 +58,13 @@ while [ $# -gt 0 ]; do
     --skip-backward) backward=0 ;;
     --skip-forward) forward=0 ;;
     --skip-traffic) traffic=0 ;;
+    --skip-decode) decode=0 ;;
     --skip-mutants) mutants=0 ;;
     --skip-ceilings) ceilings=0 ;;
     --skip-large-tour) large_tour=0 ;;
     --bench-args) bench_args=$(value "$@"); shift ;;
     --peer-args) peer_args=$(value "$@"); shift ;;
+    --decode-args) decode_args=$(value "$@"); shift ;;
     -h|--help) usage; exit 0 ;;
     *) fa_usage_error "unknown option '$1'" ;;
   esac
@@ -68,7 +78,8 @@ build=${FA_BUILD_DIR:-build-gpu}
 mkdir -p "$logs" docs/results
 # The results step reads every bench-*.json (bench-backward-*.json included), peers.json and
 # peers-backward.json in $logs: only this run's may be there.
-rm -f "$logs"/bench-*.json "$logs"/peers.json "$logs"/peers-backward.json
+# The decoding files are named apart (decode-*.json), out of reach of that glob.
+rm -f "$logs"/bench-*.json "$logs"/peers.json "$logs"/peers-backward.json "$logs"/decode-*.json
 py=python3
 step() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
@@ -199,7 +210,35 @@ if [ "$peers" = 1 ] && [ "$backward" = 1 ]; then
   PYTHONUNBUFFERED=1 $py scripts/peers.py --pass backward $q --dtypes "$dtypes" $peer_args --out "$logs/peers-backward.json" 2>&1 | tee "$logs/peers-backward.log"
 fi
 
+if [ "$decode" = 1 ] && [ "$bench" = 1 ]; then
+  step "decoding benchmark (bin/bench_decode: the HBM read bandwidth, then every decoding step)"
+  set +e
+  # shellcheck disable=SC2086
+  "$build/bin/bench_decode" $decode_args --benchmark_out="$logs/decode-bench.json" \
+      --benchmark_out_format=json 2>&1 | tee "$logs/decode-bench.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "FAIL: bench_decode"; status=1; }
+  set -e
+fi
+if [ "$decode" = 1 ] && [ "$peers" = 1 ]; then
+  step "peers: PyTorch's SDPA backends on the same decoding steps"
+  # shellcheck disable=SC2086
+  PYTHONUNBUFFERED=1 $py scripts/peers.py --pass decode $decode_args --out "$logs/decode-peers.json" 2>&1 | tee "$logs/decode-peers.log"
+fi
+
 step "results"
+if [ -f "$logs/decode-bench.json" ]; then
+  dargs=(--bench "$logs/decode-bench.json")
+  [ -f "$logs/decode-peers.json" ] && dargs+=(--peers "$logs/decode-peers.json")
+  $py scripts/make_results.py --decode "${dargs[@]}" --gpu "$gpu" --driver "$driver" \
+      --commit "$commit" --date "$(date -u +%Y-%m-%d)" --command "scripts/gpu_check.sh $orig_args" \
+      --out-json "docs/results/$name-decode.json" --out-md "docs/results/$name-decode.md" || status=1
+  # The plot, then the page again: it shows the plot once it is drawn.
+  $py scripts/plots.py --results "docs/results/$name-decode.json" --outdir docs/images --prefix "${name}_" || true
+  $py scripts/make_results.py --decode --merge --out-json "docs/results/$name-decode.json" \
+      --out-md "docs/results/$name-decode.md" || status=1
+elif [ "$decode" = 1 ]; then
+  echo "note: no decoding results written: bin/bench_decode did not run (it measures the HBM read bandwidth they are divided by)"
+fi
 args=()
 for f in "$logs"/bench-*.json; do [ -f "$f" ] && args+=(--bench "$f"); done
 [ -f "$logs/peers.json" ] && args+=(--peers "$logs/peers.json")

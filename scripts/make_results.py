@@ -22,6 +22,11 @@ Outputs
               against the peers at each N measured by both; then the same for the backward
               passes, if any (ratios against --backward-ratio-peers).
 
+With --decode the inputs are bench_decode's (--bench) and peers.py --pass decode's (--peers)
+and the outputs the decoding results (scripts/decode_results.py says what they hold), written
+afresh from the inputs; --decode --merge without inputs re-renders --out-md from --out-json,
+showing the plot (docs/images/NAME_decode.png, scripts/plots.py) once it has been drawn.
+
 With --merge, records already in --out-json whose key (pass, impl, dtype, d, causal, batch,
 heads_q, heads_kv, n_q, n_kv, layout) is not measured again are kept, except those of a step
 measured now under another number or name (NN_slug renamed or renumbered): they are dropped.
@@ -31,6 +36,8 @@ Example:
       --gpu "NVIDIA H200" --driver 580.159.03 --commit "$(git rev-parse --short HEAD)" \\
       --command "build/bench/fa_bench --benchmark_out=out/bench.json" --date 2026-11-30 \\
       --out-json docs/results/h200.json --out-md docs/results/h200.md
+  python3 scripts/make_results.py --decode --bench out/bench-decode.json \
+      --peers out/peers-decode.json --out-json docs/results/h200-decode.json
 """
 
 import argparse
@@ -43,6 +50,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_results  # noqa: E402  (--decode)
 import fa_perf  # noqa: E402  (scripts/fa_perf.py: the FLOP and byte formulas)
 
 KEY_FIELDS = ("impl", "dtype", "d", "causal", "batch", "heads_q", "heads_kv", "n_q", "n_kv",
@@ -505,6 +513,9 @@ def parse_args(argv=None):
     p.add_argument("--date", help="YYYY-MM-DD (default: today)")
     p.add_argument("--out-json", required=True, metavar="FILE")
     p.add_argument("--out-md", metavar="FILE", help="default: --out-json with .md")
+    p.add_argument("--decode", action="store_true",
+                   help="the decoding results: --bench from bench_decode, --peers from "
+                        "peers.py --pass decode")
     p.add_argument("--merge", action="store_true",
                    help="keep records of --out-json whose key is not measured again")
     p.add_argument("--ratio-peers", default=DEFAULT_RATIO_PEERS,
@@ -526,8 +537,44 @@ def parse_args(argv=None):
     return args
 
 
+def decode_main(args):
+    """--decode: the decoding results, written afresh from the inputs (the HBM bandwidth they
+    are divided by is their own run's), or re-rendered from --out-json."""
+    if not args.bench and not args.peers:
+        if not os.path.exists(args.out_json):
+            sys.exit(f"make_results.py: error: --decode --merge: {args.out_json} does not exist")
+        with open(args.out_json, encoding="utf-8") as f:
+            doc = json.load(f)
+        if doc.get("kind") != "decode":
+            sys.exit(f"make_results.py: error: {args.out_json} is not a decoding results file")
+        decode_results.write(doc, args.out_json, args.out_md)
+        return 0
+    if args.merge:
+        log("note: --decode writes the results afresh from this run's files (--merge only "
+            "re-renders)")
+    gpu = args.gpu
+    if not gpu:
+        for path in args.peers:
+            with open(path) as f:
+                gpu = json.load(f).get("gpu")
+            if gpu:
+                break
+    header = {"gpu": gpu or "unknown", "driver": args.driver or "unknown",
+              "date": args.date or datetime.date.today().isoformat(),
+              "commit": args.commit or git_commit() or "unknown",
+              "command": args.command or ""}
+    try:
+        doc = decode_results.build(args.bench, args.peers, header)
+    except (decode_results.DecodeError, OSError, ValueError) as e:
+        sys.exit(f"make_results.py: error: {e}")
+    decode_results.write(doc, args.out_json, args.out_md)
+    return 0
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.decode:
+        return decode_main(args)
     by_key = {}  # across files, a later file's measurement replaces an earlier one's
 
     def add(recs, path):

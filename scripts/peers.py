@@ -28,6 +28,21 @@ FLOPs are 2.5 × the forward's. Extra device memory is the peak during one backw
 what was allocated before it (the forward's output and saved tensors counted as inputs; dQ,
 dK, dV and every intermediate of the backward included). Records carry "pass": "backward".
 
+--pass decode times one decoding step instead (docs/conventions.md, Decoding): q [B, H_q,
+q_len, d] against K and V [B, H_kv, N, d], enable_gqa=True, the query heads of a group sharing
+a key/value head as in our step; with q_len > 1 a bottom-right causal mask among the new tokens
+(an explicit boolean attn_mask, which some backends refuse: recorded as skipped). A backend
+that refuses enable_gqa with H_q != H_kv is measured again on K and V expanded to H_q heads
+beforehand (repeat_interleave, untimed), as a user of it would have to; that record carries
+"gqa": "expanded" and the refusal in "note", and its kv_bytes stay the cache's. Shapes:
+--batches, --caches (N), --heads-q, --heads-kv, --q-len, --dims (default 128), --dtypes
+(default bf16); backends: torch_cudnn, torch_flash, torch_efficient by default (torch_math on
+request; torch_naive has no decode pass). Records carry "pass": "decode", the shape fields of
+bench_decode's records (batch, heads_q, heads_kv, q_len, cache, layout "contiguous"), its
+record name without the split count, kv_bytes (every K and V row read once) and tbps (kv_bytes
+per second, 10¹² bytes/s); scripts/make_results.py --decode relates them to the HBM read
+bandwidth bench_decode measured in the same run.
+
 A backend that does not support a configuration is skipped with a one-line note; so is a
 configuration that runs out of memory. The JSON file is rewritten after every measurement,
 so a run that is stopped (or hits --max-seconds) still leaves what it measured.
@@ -36,6 +51,7 @@ Examples:
   python3 scripts/peers.py --out out/peers.json
   python3 scripts/peers.py --quick --dtypes bf16 --dims 128 --out out/peers_quick.json
   python3 scripts/peers.py --pass backward --out out/peers-backward.json
+  python3 scripts/peers.py --pass decode --out out/peers-decode.json
 """
 
 import argparse
@@ -63,6 +79,8 @@ IMPLS = [
     ("torch_naive", None),
 ]
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
+# --pass decode: the fused backends (torch_math on request).
+DECODE_IMPLS = ("torch_cudnn", "torch_flash", "torch_efficient")
 DEFAULT_NS = (512, 1024, 2048, 4096, 8192, 16384)
 QUICK_NS = (1024, 4096)
 
@@ -93,20 +111,33 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(
         description="Time torch SDPA backends (and a naive composite) on the benchmark shapes.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--dtypes", type=name_list(DTYPE_NAMES), default="fp32,bf16",
-                   help="comma-separated: fp32, fp16, bf16")
-    p.add_argument("--dims", type=int_list, default="64,128",
-                   help="head dims d; heads = hidden / d")
+    p.add_argument("--dtypes", type=name_list(DTYPE_NAMES), default=None,
+                   help="comma-separated: fp32, fp16, bf16 (default: fp32,bf16; --pass decode: "
+                        "bf16)")
+    p.add_argument("--dims", type=int_list, default=None,
+                   help="head dims d; heads = hidden / d (default: 64,128; --pass decode: 128)")
     p.add_argument("--ns", type=int_list, default=",".join(map(str, DEFAULT_NS)),
                    help="sequence lengths N (N_q = N_kv)")
     p.add_argument("--causal", choices=("both", "on", "off"), default="both",
                    help="causal masking: off, on, or both")
-    p.add_argument("--impls", type=name_list([n for n, _ in IMPLS]),
-                   default=",".join(n for n, _ in IMPLS),
-                   help="which implementations to run, comma-separated")
-    p.add_argument("--pass", dest="pass_", choices=("forward", "backward"), default="forward",
-                   help="the pass to time: the forward, or the backward alone (dQ, dK, dV "
-                        "from a forward run once, untimed, per measurement)")
+    p.add_argument("--impls", type=name_list([n for n, _ in IMPLS]), default=None,
+                   help="which implementations to run, comma-separated (default: all; --pass "
+                        f"decode: {','.join(DECODE_IMPLS)})")
+    p.add_argument("--pass", dest="pass_", choices=("forward", "backward", "decode"),
+                   default="forward",
+                   help="the pass to time: the forward, the backward alone (dQ, dK, dV "
+                        "from a forward run once, untimed, per measurement), or one decoding "
+                        "step (q_len new tokens against a cache of N keys)")
+    dec = p.add_argument_group("--pass decode")
+    dec.add_argument("--batches", type=int_list, default="1,8,32", help="batch sizes B")
+    dec.add_argument("--caches", type=int_list, default="4096,16384,32768",
+                     help="cache lengths N: the keys each sequence attends to")
+    dec.add_argument("--heads-q", type=int, default=32, help="query heads H_q")
+    dec.add_argument("--heads-kv", type=int_list, default="32,8",
+                     help="key/value heads H_kv (each must divide H_q)")
+    dec.add_argument("--q-len", type=int, default=1, help="new tokens per sequence, 1 to 16")
+    dec.add_argument("--max-cache-gib", type=float, default=40.0,
+                     help="refuse a shape whose K and V together exceed this many GiB")
     p.add_argument("--reps", type=int, default=20, help="timed runs per measurement")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs per measurement")
     p.add_argument("--queue-ahead-cycles", type=int, default=1_000_000,
@@ -123,6 +154,16 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true",
                    help=f"only N in {','.join(map(str, QUICK_NS))} (overrides --ns)")
     args = p.parse_args(argv)
+    decode = args.pass_ == "decode"
+    if args.dtypes is None:
+        args.dtypes = ["bf16"] if decode else ["fp32", "bf16"]
+    if args.dims is None:
+        args.dims = [128] if decode else [64, 128]
+    if args.impls is None:
+        args.impls = list(DECODE_IMPLS) if decode else [n for n, _ in IMPLS]
+    if decode:
+        check_decode_args(p, args)
+        return args
     if args.quick:
         args.ns = list(QUICK_NS)
     if args.reps < 1:
@@ -136,6 +177,48 @@ def parse_args(argv=None):
         if n <= 0:
             p.error(f"--ns: N={n} must be positive")
     return args
+
+
+def check_decode_args(p, args):
+    """--pass decode's shapes: each refusal names the option, its value and the limit."""
+    for name, values in (("--batches", args.batches), ("--caches", args.caches),
+                         ("--dims", args.dims)):
+        for x in values:
+            if x < 1:
+                p.error(f"{name}: {x} must be at least 1")
+    if args.heads_q < 1:
+        p.error(f"--heads-q: {args.heads_q} must be at least 1")
+    for h in args.heads_kv:
+        if h < 1 or args.heads_q % h:
+            p.error(f"--heads-kv: {h} must divide --heads-q ({args.heads_q})")
+    if not 1 <= args.q_len <= 16:
+        p.error(f"--q-len: {args.q_len} must be in [1, 16]")
+    for n in args.caches:
+        if n < args.q_len:
+            p.error(f"--caches: {n} must be at least --q-len ({args.q_len})")
+    if args.reps < 1:
+        p.error("--reps must be at least 1")
+    if args.warmup < 0:
+        p.error("--warmup must be at least 0")
+    if "torch_naive" in args.impls:
+        p.error("--impls: torch_naive has no decode pass; choose from "
+                + ", ".join(n for n, b in IMPLS if b))
+    for b, h, n, d, dt in decode_shapes(args):
+        gib = fa_perf.decode_kv_bytes(b, h, n, d, dt) / 2**30
+        if gib > args.max_cache_gib:
+            p.error(f"--batches {b} --caches {n} --heads-kv {h} --dims {d}: K and V need "
+                    f"{gib:.1f} GiB, more than --max-cache-gib ({args.max_cache_gib:g})")
+
+
+def decode_shapes(args):
+    """(B, H_kv, N, d, dtype) in bench_decode's order."""
+    return [(b, h, n, d, dt) for dt in args.dtypes for d in args.dims for b in args.batches
+            for h in args.heads_kv for n in args.caches]
+
+
+def decode_name(impl, dtype, d, batch, heads_q, heads_kv, q_len, n):
+    """bench_decode's record name without the split count (a peer has none)."""
+    return f"{impl}/{dtype}/d{d}/B{batch}/Hq{heads_q}/Hkv{heads_kv}/q{q_len}/N{n}/contiguous"
 
 
 def human_bytes(n):
@@ -209,9 +292,14 @@ def main(argv=None):
     }
     log(f"peers: {doc['gpu']}, torch {doc['torch']}, cuDNN {cudnn_version}, "
         f"CUDA {doc['cuda']}, TF32 matmul {({True: 'on', False: 'off'}).get(tf32, '?')}")
-    log(f"peers: {args.pass_} pass, dtypes {args.dtypes}, d {args.dims}, N {args.ns}, "
-        f"causal {args.causal}, impls {args.impls}, {args.warmup} warm-up + {args.reps} timed "
-        "runs each")
+    if args.pass_ == "decode":
+        log(f"peers: decode pass, dtypes {args.dtypes}, d {args.dims}, B {args.batches}, "
+            f"H_q {args.heads_q}, H_kv {args.heads_kv}, q_len {args.q_len}, N {args.caches}, "
+            f"impls {args.impls}, {args.warmup} warm-up + {args.reps} timed runs each")
+    else:
+        log(f"peers: {args.pass_} pass, dtypes {args.dtypes}, d {args.dims}, N {args.ns}, "
+            f"causal {args.causal}, impls {args.impls}, {args.warmup} warm-up + {args.reps} "
+            "timed runs each")
     write_json(args.out, doc)
 
     def naive(q, k, v, causal, mask):
@@ -316,7 +404,105 @@ def main(argv=None):
         gc.collect()
         torch.cuda.empty_cache()
 
+    def skip(impl, base, shape, reason):
+        log(f"skip  {impl:16s} {shape}: {reason}")
+        doc["skipped"].append(dict(base, impl=impl, reason=reason))
+        write_json(args.out, doc)
+
+    def decode_pass():
+        """One decoding step per shape and backend: q [B, H_q, q_len, d] against K, V
+        [B, H_kv, N, d] with enable_gqa; a bottom-right causal mask among the new tokens."""
+        hq, ql = args.heads_q, args.q_len
+        for b, hkv, n, d, dtype_name in decode_shapes(args):
+            if deadline.passed():
+                log(f"stop: --max-seconds {args.max_seconds:g} passed "
+                    f"({deadline.elapsed():.0f} s); writing what was measured")
+                return
+            shape = f"{dtype_name} d={d} B={b} Hq={hq} Hkv={hkv} q_len={ql} N={n}"
+            base = {"pass": "decode", "dtype": dtype_name, "d": d, "batch": b, "heads_q": hq,
+                    "heads_kv": hkv, "q_len": ql, "cache": n, "layout": "contiguous"}
+            dtype = dtypes[dtype_name]
+            try:
+                q = torch.randn(b, hq, ql, d, device=device, dtype=dtype)
+                k, v = (torch.randn(b, hkv, n, d, device=device, dtype=dtype) for _ in range(2))
+                # New query i sees keys 0 .. n - ql + i (docs/conventions.md, Decoding).
+                mask = (None if ql == 1 else
+                        torch.ones(ql, n, device=device, dtype=torch.bool).tril_(n - ql))
+            except torch.cuda.OutOfMemoryError:
+                q = k = v = mask = None
+                release()
+                for impl in args.impls:
+                    skip(impl, base, shape, "out of memory (inputs)")
+                continue
+            kv_bytes = fa_perf.decode_kv_bytes(b, hkv, n, d, dtype_name)
+            for impl in args.impls:
+                backend = getattr(SDPBackend, dict(IMPLS)[impl], None) if SDPBackend else None
+                if backend is None:
+                    skip(impl, base, shape, f"SDPBackend.{dict(IMPLS)[impl]} is not in this "
+                                            "PyTorch")
+                    continue
+                def attempt(kk, vv, gqa):
+                    """measure() of the backend on K and V (enable_gqa when gqa); the refusal's
+                    reason (None when it ran) and the figures."""
+                    call = lambda: F.scaled_dot_product_attention(  # noqa: E731
+                        q, kk, vv, attn_mask=mask, **({"enable_gqa": True} if gqa else {}))
+                    try:
+                        return None, measure(sdpa_kernel(backend), lambda: call)
+                    except torch.cuda.OutOfMemoryError:
+                        release()
+                        return "out of memory", None
+                    except Exception as e:  # RuntimeError: the backend refuses the shape
+                        release()
+                        reason = first_line(e)
+                        if not isinstance(e, RuntimeError):
+                            reason = f"{type(e).__name__}: {reason}"
+                        return reason, None
+
+                # enable_gqa only where heads are grouped: MHA shapes need no PyTorch that has it
+                reason, got = attempt(k, v, hq != hkv)
+                expanded = None
+                if got is None and hq != hkv and reason != "out of memory":
+                    # A backend that refuses grouped heads is measured as a user would run it:
+                    # K and V expanded to H_q heads beforehand (untimed), read H_q / H_kv times
+                    # over; the record says so, and kv_bytes stays the cache's.
+                    expanded = reason
+                    try:
+                        ke, ve = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
+                    except torch.cuda.OutOfMemoryError:
+                        release()
+                        ke = ve = None
+                        reason = f"enable_gqa refused ({expanded}); out of memory expanding K, V"
+                    if ke is not None:
+                        reason, got = attempt(ke, ve, False)
+                        del ke, ve
+                        if got is None:
+                            reason = f"enable_gqa refused ({expanded}); expanded K, V: {reason}"
+                if got is None:
+                    skip(impl, base, shape, reason)
+                    continue
+                ms, extra, reps = got
+                tbps = kv_bytes / (ms * 1e-3) / 1e12
+                rec = dict(impl=impl, **base,
+                           name=decode_name(impl, dtype_name, d, b, hq, hkv, ql, n),
+                           median_ms=ms, kv_bytes=kv_bytes, tbps=tbps, extra_device_bytes=extra)
+                if expanded is not None:
+                    rec.update(gqa="expanded", note=f"enable_gqa refused: {expanded}")
+                doc["results"].append(rec)
+                write_json(args.out, doc)
+                note = "" if reps == args.reps else f" ({reps} reps, deadline)"
+                note += "" if expanded is None else " (K, V expanded: enable_gqa refused)"
+                log(f"{impl:16s} {shape}: {ms:9.4f} ms {tbps:6.3f} TB/s "
+                    f"extra {human_bytes(extra)}{note}  [{deadline.elapsed():.0f} s]")
+            del q, k, v, mask
+            release()
+
     torch.manual_seed(args.seed)
+    if args.pass_ == "decode":
+        decode_pass()
+        write_json(args.out, doc)
+        log(f"peers: {len(doc['results'])} measurements, {len(doc['skipped'])} skipped, "
+            f"{deadline.elapsed():.0f} s -> {args.out}")
+        return 0
     backward = args.pass_ == "backward"
     stopped = False
     for dtype_name in args.dtypes:

@@ -19,6 +19,14 @@ and, when the results hold backward passes (records with "pass": "backward"):
                                                     --memory-d/--memory-causal one among those
                                                     holding both, if any
 
+and, for a decoding results file (make_results.py --decode, "kind": "decode"), instead:
+  <prefix>decode.png                                K+V TB/s vs cache length N (log2 x axis),
+                                                    one panel per batch (columns) and H_kv
+                                                    (rows), our step contiguous and paged
+                                                    (the rule's split count) and each peer,
+                                                    the HBM read bandwidth measured in the
+                                                    same run as a dotted line
+
 Our steps are drawn solid with circles, cublas_baseline dash-dotted, the torch peers dashed.
 Needs matplotlib; without it the script says so and exits 0.
 
@@ -210,6 +218,57 @@ def plot_backward(plt, args, records, gpu):
     return written + 1
 
 
+def plot_decode(plt, doc, path, dpi):
+    """TB/s vs N per (H_kv, B) panel for one (dtype, d, q_len) group: bf16, d = 128, q_len = 1
+    when measured, else the group with most records. Returns the group plotted."""
+    recs = [r for r in doc["results"] if r.get("rule") is not False]  # no forced split counts
+    groups = {}
+    for r in recs:
+        groups.setdefault((r["dtype"], r["d"], r["q_len"]), []).append(r)
+    g = ("bf16", 128, 1) if ("bf16", 128, 1) in groups else max(groups, key=lambda k: len(groups[k]))
+    recs = groups[g]
+    batches = sorted({r["batch"] for r in recs})
+    heads = sorted({(r["heads_q"], r["heads_kv"]) for r in recs}, key=lambda h: -h[1])
+    ns = sorted({r["cache"] for r in recs})
+    lines = sorted({(r["impl"], r["layout"]) for r in recs},
+                   key=lambda x: (not is_ours(x[0]), x[0], x[1] != "contiguous",
+                                  int(x[1][4:]) if x[1] != "contiguous" else 0))
+    hbm = doc["hbm"]["tbps"]
+    fig, axes = plt.subplots(len(heads), len(batches), squeeze=False, sharey=True,
+                             figsize=(4 * len(batches) + 3, 3.2 * len(heads)))
+    for i, (hq, hkv) in enumerate(heads):
+        for j, b in enumerate(batches):
+            ax = axes[i][j]
+            for k, (impl, layout) in enumerate(lines):
+                pts = sorted((r["cache"], r["tbps"]) for r in recs
+                             if r["impl"] == impl and r["layout"] == layout and r["batch"] == b
+                             and r["heads_kv"] == hkv and r["heads_q"] == hq)
+                if not pts:
+                    continue
+                st = style(impl, k)
+                if is_ours(impl) and layout != "contiguous":
+                    st = dict(st, linestyle=":", marker="s")
+                label = f"{impl} {layout}" if is_ours(impl) else impl
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **st)
+            ax.axhline(hbm, color="grey", linestyle="--", linewidth=1,
+                       label=f"HBM read, measured ({hbm:.2f} TB/s)")
+            set_n_axis(ax, ns, 2)
+            ax.set_xlabel("cache length N")
+            ax.set_ylim(bottom=0, top=hbm * 1.1)
+            ax.grid(True, which="major", alpha=0.3)
+            ax.set_title(f"B = {b}, H_q/H_kv = {hq}/{hkv}", fontsize=9)
+            if j == 0:
+                ax.set_ylabel("K+V TB/s")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="center left", bbox_to_anchor=(0.79, 0.5))
+    fig.suptitle(f"{doc.get('gpu', '?')}: one decoding step, {g[0]}, d = {g[1]}, "
+                 f"q_len = {g[2]}", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 0.78, 0.96))
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return g
+
+
 def human(v):
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if v >= size:
@@ -230,6 +289,15 @@ def main(argv=None):
 
     with open(args.results) as f:
         doc = json.load(f)
+    if doc.get("kind") == "decode":
+        if not doc.get("results"):
+            log(f"plots.py: {args.results} holds no results; nothing to plot")
+            return 0
+        os.makedirs(args.outdir, exist_ok=True)
+        path = os.path.join(args.outdir, f"{args.prefix}decode.png")
+        g = plot_decode(plt, doc, path, args.dpi)
+        log(f"wrote {path} ({g[0]} d={g[1]} q_len={g[2]})")
+        return 0
     records = []
     for x in doc.get("results", []):
         try:

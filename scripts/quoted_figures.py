@@ -33,6 +33,16 @@ folder, docs/results/ unless told otherwise):
                                PEER@DTYPE for a peer in another dtype) over the lengths
                                NLO…NHI in h200.json; D and MASK may list several, joined by +
                                (64+128, full+causal); span:backward:… over the backward
+  decode:DTYPE:D:IMPL:B:HQ:HKV:N:LAYOUT[:F]
+                               h200-decode.json, the decoding record of IMPL with head dim D,
+                               batch B, H_q = HQ, H_kv = HKV, cache length N, LAYOUT contiguous
+                               or pageP; our step's with the split rule's choice, or with
+                               LAYOUT@S its record forced to S splits. F: tbps (K+V TB/s, the
+                               default, taken at two decimals as h200-decode.md prints it),
+                               pct (% of the HBM read bandwidth of the same run), ms (median
+                               time) or splits
+  decode:hbm                   h200-decode.json, the HBM read bandwidth measured in that run,
+                               TB/s
   tests:WHAT:GROUP             h200-tests.txt: WHAT is count, passed, failed or skipped,
                                GROUP the part of the test names before "/" (cpu,
                                01_naive_attention, …) or all
@@ -84,7 +94,7 @@ VALUE = (r"(?:\d+(?:\.\d+)?(?:e[-+]?\d+)?(?: (?:B|KiB|MiB|GiB|TiB)\b)?"
 MARKER_RE = re.compile(r"<!--([a-z]+):([^<>]*?)-->(" + VALUE + ")?")
 CODE_RE = re.compile(r"^```.*?^```|`[^`\n]+`", re.M | re.S)
 KINDS = ("ceiling", "tour", "bench", "span", "pyapi", "tests", "sweep", "sanitizer", "exercises", "further",
-         "traffic",
+         "traffic", "decode",
          "md", "calc")
 
 
@@ -450,6 +460,55 @@ def traffic_figure(folder, args, cache):
     raise SourceError(f"h200-traffic.json has no result of {args[0]}")
 
 
+DECODE_FIELDS = ("tbps", "pct", "ms", "splits")
+
+
+def decode_figure(folder, args, cache):
+    if "decode" not in cache:
+        try:
+            cache["decode"] = json.loads(_read(folder, "h200-decode.json"))
+        except ValueError as e:
+            raise SourceError(f"h200-decode.json is not JSON: {e}")
+    doc = cache["decode"]
+    if args == ["hbm"]:
+        try:
+            return float(doc["hbm"]["tbps"])
+        except (KeyError, TypeError, ValueError):
+            raise SourceError("h200-decode.json has no hbm.tbps")
+    if len(args) not in (8, 9) or (len(args) == 9 and args[8] not in DECODE_FIELDS):
+        raise SourceError("expected decode:hbm or decode:DTYPE:D:IMPL:B:HQ:HKV:N:LAYOUT[@S]"
+                          f"[:{'|'.join(DECODE_FIELDS)}]")
+    dtype, d, impl, b, hq, hkv, n, layout = args[:8]
+    field = args[8] if len(args) == 9 else "tbps"
+    layout, _, forced = layout.partition("@")
+    if not all(x.isdigit() for x in (d, b, hq, hkv, n)) or (forced and not forced.isdigit()):
+        raise SourceError(f"decode: D, B, HQ, HKV, N{' and S' if forced else ''} must be numbers")
+    want = {"dtype": dtype, "d": int(d), "impl": impl, "batch": int(b), "heads_q": int(hq),
+            "heads_kv": int(hkv), "cache": int(n), "layout": layout}
+    found = []
+    for r in doc.get("results", []):
+        try:
+            if all(r[k] == v for k, v in want.items()) and (
+                    (r["splits"] == int(forced) and r["rule"] is False) if forced
+                    else r["rule"] is not False):
+                found.append(r)
+        except KeyError:
+            raise SourceError(f"h200-decode.json has a result without the usual fields: "
+                              f"{r!r:.120}")
+    what = ":".join(args[:8])
+    if len(found) != 1:
+        raise SourceError(f"h200-decode.json has {len(found)} records of {what}"
+                          + (" (several q_len: not one figure)" if found else ""))
+    r = found[0]
+    if field == "pct":
+        return 100.0 * float(r["hbm_fraction"])
+    if field == "ms":
+        return float(r["median_ms"])
+    if field == "splits":
+        return Count(int(r["splits"]))
+    return float(f"{float(r['tbps']):.2f}")
+
+
 def _md_cells(line):
     return [c.strip().strip("`").strip() for c in line.strip().strip("|").split("|")]
 
@@ -556,7 +615,8 @@ def ceiling_figure(folder, args, cache, ceilings=None):
 SOURCES = {"tour": tour_figure, "bench": bench_figure, "tests": tests_figure,
            "sweep": sweep_figure, "sanitizer": sanitizer_figure,
            "exercises": exercises_figure, "further": further_figure, "span": span_figure,
-           "pyapi": pyapi_figure, "traffic": traffic_figure, "md": md_figure,
+           "pyapi": pyapi_figure, "traffic": traffic_figure, "decode": decode_figure,
+           "md": md_figure,
            "calc": calc_figure, "ceiling": ceiling_figure}
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Refresh what the documentation shows from a results file: the plots and the README table.
 
-  1. Regenerates the plots docs/images/<prefix>*.png (scripts/plots.py) from the results.
+  1. Regenerates the plots docs/images/<prefix>*.png (scripts/plots.py) from the results, and
+     <prefix>decode.png from the decoding results beside them (<name>-decode.json), if any.
   2. Rewrites the README's results table, between the lines
          <!-- results:begin -->   and   <!-- results:end -->
      one row per implementation (every step registered in steps/CMakeLists.txt, then
@@ -163,8 +164,14 @@ def with_table(readme, lines):
 # ------------------------------------------------------------------------------ the rest
 
 def make_plots(results, images, prefix):
+    """The plots of the results file and, beside it, of its decoding results (NAME-decode.json,
+    make_results.py --decode) when there are any."""
     import plots  # noqa: E402  (scripts/plots.py; says so itself when matplotlib is missing)
-    return plots.main(["--results", results, "--outdir", images, "--prefix", prefix])
+    rc = plots.main(["--results", results, "--outdir", images, "--prefix", prefix])
+    decode = os.path.splitext(results)[0] + "-decode.json"
+    if os.path.exists(decode):
+        rc = plots.main(["--results", decode, "--outdir", images, "--prefix", prefix]) or rc
+    return rc
 
 
 def figure_pages():

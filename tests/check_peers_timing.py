@@ -6,6 +6,11 @@ conventions/peers_timing.
 
   1. --pass forward: each timed call (between a measurement's start and stop events) is one
      forward, after a spin; records carry "pass": "forward" and 4·B·H·N²·d FLOPs.
+  3. --pass decode: the same as 1 for one decoding step, q [B, H_q, 1, d] against K and V
+     [B, H_kv, N, d] with enable_gqa=True; records carry "pass": "decode", bench_decode's
+     record name and fields, kv_bytes (scripts/fa_perf.py) and kv_bytes per second. A
+     backend that refuses enable_gqa (the stand-in's cuDNN) is measured on K and V expanded
+     beforehand, untimed, and its record says so.
   2. --pass backward: one forward per measurement, before any timed call and never between
      the events; each timed call is one backward (torch.autograd.grad with retain_graph on
      that forward's output, with dO), after a spin; the extra memory is the backward's
@@ -61,6 +66,15 @@ class Tensor:
 
     def triu_(self, k):
         return self
+
+    def tril_(self, k):
+        return self
+
+    def repeat_interleave(self, n, dim):
+        _log("expand")
+        shape = list(self.shape)
+        shape[dim] *= n
+        return Tensor(shape)
 
 
 def device(name):
@@ -176,8 +190,13 @@ FAKE_FUNCTIONAL = '''
 from torch import _log, _peak, Tensor
 
 
-def scaled_dot_product_attention(q, k, v, is_causal=False):
-    _log("forward")
+def scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=False, enable_gqa=False):
+    from torch.nn import attention
+    if enable_gqa and attention.CURRENT == [attention.SDPBackend.CUDNN_ATTENTION]:
+        _log("refused")  # this stand-in's cuDNN refuses grouped heads, as some versions do
+        raise RuntimeError("No available kernel. Aborting execution.")
+    # Grouped heads (H_q != H_kv) need enable_gqa, as PyTorch's SDPA does.
+    _log("forward" if enable_gqa or q.shape[1] == k.shape[1] else "forward-without-gqa")
     _peak(''' + str(FORWARD_PEAK) + ''')
     return Tensor(q.shape)
 '''
@@ -190,9 +209,14 @@ class SDPBackend:
     FLASH_ATTENTION, CUDNN_ATTENTION, EFFICIENT_ATTENTION, MATH = range(4)
 
 
+CURRENT = []
+
+
 @contextlib.contextmanager
 def sdpa_kernel(backend):
+    CURRENT.append(backend)
     yield
+    CURRENT.pop()
 '''
 
 failures = []
@@ -232,6 +256,9 @@ def measurements(log):
 REPS, WARMUP = 4, 2
 
 
+DECODE = dict(batch=2, heads_q=4, heads_kv=2, q_len=1, cache=96, d=64, dtype="bf16")
+
+
 def run_peers(tmp, kind):
     fake = os.path.join(tmp, "fake")
     write(os.path.join(fake, "torch", "__init__.py"), FAKE_TORCH)
@@ -241,10 +268,17 @@ def run_peers(tmp, kind):
     log = os.path.join(tmp, f"{kind}.log")
     out = os.path.join(tmp, f"peers-{kind}.json")
     env = dict(os.environ, PYTHONPATH=fake, FAKE_TORCH_LOG=log)
+    if kind == "decode":  # one shape, two backends: as many measurements as the others
+        shape = ["--dtypes", DECODE["dtype"], "--dims", str(DECODE["d"]), "--batches",
+                 str(DECODE["batch"]), "--caches", str(DECODE["cache"]), "--heads-q",
+                 str(DECODE["heads_q"]), "--heads-kv", str(DECODE["heads_kv"]), "--impls",
+                 "torch_flash,torch_cudnn"]
+    else:
+        shape = ["--dtypes", "fp32", "--dims", "64", "--ns", "512", "--causal", "both",
+                 "--impls", "torch_flash,torch_naive"]
     r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "peers.py"), "--pass",
-                        kind, "--dtypes", "fp32", "--dims", "64", "--ns", "512", "--causal",
-                        "both", "--impls", "torch_flash,torch_naive", "--reps", str(REPS),
-                        "--warmup", str(WARMUP), "--out", out],
+                        kind] + shape + ["--reps", str(REPS), "--warmup", str(WARMUP),
+                                         "--out", out],
                        capture_output=True, text=True, env=env)
     lines = open(log).read().splitlines() if os.path.exists(log) else []
     doc = json.load(open(out)) if os.path.exists(out) else {}
@@ -256,9 +290,38 @@ def check(tmp, kind):
     expect(r.returncode == 0, f"peers.py --pass {kind} exits 0 (got {r.returncode}):\n"
                               f"{r.stdout}{r.stderr}")
     results = doc.get("results", [])
-    expect(len(results) == 4, f"--pass {kind}: 4 records (2 impls, causal off and on), got "
-                              f"{len(results)}: {doc}")
-    backward = kind == "backward"
+    backward, decode = kind == "backward", kind == "decode"
+    want_records = 2 if decode else 4
+    expect(len(results) == want_records,
+           f"--pass {kind}: {want_records} records (2 impls"
+           f"{'' if decode else ', causal off and on'}), got {len(results)}: {doc}")
+    for rec in results if decode else []:
+        c = DECODE
+        kv = fa_perf.decode_kv_bytes(c["batch"], c["heads_kv"], c["cache"], c["d"], c["dtype"])
+        name = (f"{rec.get('impl')}/{c['dtype']}/d{c['d']}/B{c['batch']}/Hq{c['heads_q']}/"
+                f"Hkv{c['heads_kv']}/q{c['q_len']}/N{c['cache']}/contiguous")
+        expect(rec.get("pass") == "decode" and rec.get("name") == name
+               and all(rec.get(k) == c[k] for k in ("batch", "heads_q", "heads_kv", "q_len",
+                                                    "cache", "d", "dtype"))
+               and rec.get("layout") == "contiguous",
+               f"--pass decode: the record names its shape as bench_decode does ({name}): {rec}")
+        expect(rec.get("kv_bytes") == kv and rec["median_ms"] == MS
+               and abs(rec["tbps"] - kv / (MS * 1e-3) / 1e12) < 1e-12,
+               f"--pass decode: kv_bytes {kv:g} and TB/s from the median time: {rec}")
+    if decode:
+        cudnn = [r for r in doc.get("results", []) if r.get("impl") == "torch_cudnn"]
+        flash = [r for r in doc.get("results", []) if r.get("impl") == "torch_flash"]
+        expect(len(cudnn) == 1 and cudnn[0].get("gqa") == "expanded"
+               and "No available kernel" in cudnn[0].get("note", "")
+               and flash and "gqa" not in flash[0],
+               f"a backend refusing enable_gqa is measured on expanded K, V and says so: {doc}")
+        expect(log.count("refused") == 1 and log.count("expand") == 2
+               and log.index("refused") < log.index("expand"),
+               f"K and V are expanded once each, after the refusal, before any timing: {log}")
+        expect(not doc.get("skipped"), f"nothing skipped: {doc.get('skipped')}")
+        expect("forward-without-gqa" not in log,
+               "--pass decode calls SDPA with enable_gqa, or on K and V expanded to H_q heads")
+        results = []  # the FLOP checks below are the attention passes'
     flops_of = fa_perf.attention_backward_flops if backward else fa_perf.attention_flops
     for rec in results:
         flops = flops_of(rec["batch"], rec["heads_q"], rec["n_q"], rec["n_kv"], rec["d"],
@@ -275,7 +338,8 @@ def check(tmp, kind):
     expect(("randn grad" in log) == backward, f"--pass {kind}: Q, K, V require gradients "
                                               f"{'' if backward else 'not '}")
     ms = measurements(log)
-    expect(len(ms) == 4, f"--pass {kind}: 4 measurements in the log, got {len(ms)}: {log}")
+    expect(len(ms) == want_records,
+           f"--pass {kind}: {want_records} measurements in the log, got {len(ms)}: {log}")
     timed = "backward" if backward else "forward"
     for m in ms:
         first_event = m.index("event") if "event" in m else len(m)
@@ -299,6 +363,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         check(tmp, "forward")
         check(tmp, "backward")
+        check(tmp, "decode")
     if failures:
         print(f"check_peers_timing.py: {len(failures)} check(s) failed")
         return 1

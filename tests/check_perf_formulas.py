@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Check that the Python FLOP and byte formulas (scripts/fa_perf.py) agree with C++'s
-(common/perf.h) on every problem bin/perf_formulas lists: causal and not, N_q ≠ N_kv, GQA,
+(common/perf.h; common/decode.h for decode_kv_bytes) on every problem bin/perf_formulas
+lists: causal and not, N_q ≠ N_kv, GQA,
 every dtype; the forward's and the backward's FLOPs and minimum bytes, and the N×N bytes. Registered in ctest as conventions/perf_formulas.
 
   python3 tests/check_perf_formulas.py --program build/bin/perf_formulas
@@ -36,6 +37,9 @@ def python_values(c):
                                                            c["n_kv"], c["d"], c["causal"]),
         "backward_min_io_bytes": fa_perf.backward_min_io_bytes(
             c["batch"], c["heads_q"], c["heads_kv"], c["n_q"], c["n_kv"], c["d"], c["dtype"]),
+        # a decoding step of B sequences that attend to N_kv keys each
+        "decode_kv_bytes": fa_perf.decode_kv_bytes(c["batch"], c["heads_kv"], c["n_kv"], c["d"],
+                                                   c["dtype"]),
     }
 
 

@@ -2,7 +2,7 @@
 """cli_refusals.py — every program refuses bad input the same way, without a GPU.
 
 Runs one program (tour, a step's program, 00_cpu_reference, bench_all, a bench_NN, sweep,
-variants_07, ceilings, a backward step's bench_NN) with each bad input of its table below and
+variants_07, ceilings, a backward step's bench_NN, bench_decode) with each bad input of its table below and
 checks: exit status 2, exactly one "error:" line on stderr, and that line names the option
 and its accepted range (a regex); and that --help still exits 0. For the tour, also a long
 sequence that it must accept: it checks sampled rows, says so, and stays within bounded host
@@ -144,6 +144,44 @@ BENCH_BACKWARD = [
     ("--bogus", r"--bogus"),
 ]
 
+# The decoding benchmark: its options, and the problems they make (each refusal names the
+# option, its value and the limit; a shape past the 32-bit index limit is not timed, said on
+# a "not timed:" line, and the rest of the grid runs).
+BENCH_DECODE = [
+    ("--batches 0", r"--batches: Value 0 not in range " + INT),
+    ("--batches 1,x", r"--batches: Value x not in range " + INT),
+    ("--caches -4", r"--caches: Value -4 not in range " + INT),
+    ("--caches 2 --q-len 4", r"--caches \(2\) must be at least --q-len \(4\)"),
+    ("--heads-q 0", r"--heads-q: Value 0 not in range " + INT),
+    ("--heads-kv 6", r"--heads-kv 6 --dims 128: heads_q \(32\) must be a multiple of "
+                     r"heads_kv \(6\)"),
+    ("--dims 300", r"--dims: Value 300 not in range 1 to 256"),
+    ("--dims 96", r"no decoding step can run the requested shapes"),
+    ("--dtype fp32", r"no decoding step can run the requested shapes"),
+    ("--dtype fp8", r"--dtype: fp8 not in \{fp32,fp16,bf16\}"),
+    ("--q-len 0", r"--q-len: Value 0 not in range 1 to 16"),
+    ("--q-len 17", r"--q-len: Value 17 not in range 1 to 16"),
+    ("--page-sizes 8", r"--page-sizes: Value 8 not in range 16 to 256"),
+    ("--page-sizes 64,512", r"--page-sizes: Value 512 not in range 16 to 256"),
+    ("--splits 0", r"--splits: Value 0 not in range 1 to 128"),
+    ("--splits 1,129", r"--splits: Value 129 not in range 1 to 128"),
+    ("--split-sweep maybe", r"--split-sweep: maybe not in"),
+    ("--reps 0", r"--reps: Value 0 not in range 1 to 100000"),
+    ("--warmup -1", r"--warmup: Value -1 not in range 0 to 1000"),
+    ("--hbm-gib 0", r"--hbm-gib: Value 0 not in range 1 to 64"),
+    ("--hbm-gib 65", r"--hbm-gib: Value 65 not in range 1 to 64"),
+    ("--hbm-reps 0", r"--hbm-reps: Value 0 not in range 1 to 10000"),
+    ("--max-cache-gib 0", r"--max-cache-gib: Value 0 not in range 1 to 1024"),
+    ("--batches 8 --caches 32768 --max-cache-gib 1",
+     r"--batches 8 --caches 32768 --heads-q 32 --heads-kv 32 --dims 128: the K and V caches "
+     r"need 4\.0 GiB, more than --max-cache-gib \(1\)"),
+    ("--batches 64 --caches 65536 --heads-kv 32", r"no decoding step can run the requested "
+                                                  r"shapes"),
+    ("--queue-ahead-cycles -1", r"--queue-ahead-cycles: Value -1 not in range 0 to"),
+    ("--benchmark_min_time=abc", r"--benchmark_min_time \(abc\) must be seconds"),
+    ("--no-such-flag", r"unknown option --no-such-flag"),
+]
+
 CEILINGS = [
     ("--size 10", r"--size: Value 10 not in range 64 to 32768"),
     ("--reps 0", r"--reps: Value 0 not in range 1 to 10000"),
@@ -160,6 +198,9 @@ ACCEPTS = {
 # program -> [arguments] that must not be refused (no status 2, no "error:" line): Google
 # Benchmark's own flags pass through the bench programs' command line.
 NOT_REFUSED = {
+    "bench_decode": ["--benchmark_filter=^nothing$",
+                     "--batches 1 --caches 4096 --page-sizes 64 --splits 1,2 "
+                     "--benchmark_filter=^nothing$"],
     "bench_all": ["--ns 512 --dims 64 --benchmark_filter=^nothing$",
                   "--pass backward --ns 512 --dims 64 --benchmark_filter=^nothing$"],
     "bench_" + STEP_PROGRAM: ["--ns 512 --dims 64 --causal off --benchmark_filter=^nothing$"],
@@ -177,6 +218,7 @@ CASES = {
     "variants_07": VARIANTS,
     "ceilings": CEILINGS,
     "bench_11_backward_tc": BENCH_BACKWARD,
+    "bench_decode": BENCH_DECODE,
 }
 
 

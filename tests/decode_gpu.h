@@ -80,8 +80,10 @@ struct DecodeDevice {
 /// \brief Runs `step` on the case: `forced_splits` splits (0: the step's rule), a workspace
 /// poisoned with NaN (a step must not count on its contents). Throws what run_decode throws.
 /// \param step the decoding step \param c the case \param forced_splits 0 or the split count
+/// \param phases the whole step, or its attention alone (over c.before as it is)
 /// \return what came back
-inline DecodeRun run_case(const DecodeStepInfo& step, const DecodeCase& c, int forced_splits = 0) {
+inline DecodeRun run_case(const DecodeStepInfo& step, const DecodeCase& c, int forced_splits = 0,
+                          DecodePhases phases = DecodePhases::AppendAndAttend) {
   DecodeDevice dev(c);
   DecodeRun r;
   r.num_splits = decode_splits(step, c.p, forced_splits);
@@ -89,7 +91,7 @@ inline DecodeRun run_case(const DecodeStepInfo& step, const DecodeCase& c, int f
       step.workspace_bytes ? step.workspace_bytes(c.p, r.num_splits > 0 ? r.num_splits : 1) : 0;
   DeviceBuffer ws(ws_bytes);
   if (ws_bytes > 0) CUDA_CHECK(cudaMemset(ws.get(), 0xFF, ws_bytes));
-  run_decode(step, c.p, dev.tensors(), r.num_splits, ws.get());
+  run_decode(step, c.p, dev.tensors(), r.num_splits, ws.get(), nullptr, phases);
   dev.download(c.p, &r);
   return r;
 }

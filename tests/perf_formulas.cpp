@@ -1,11 +1,13 @@
-// perf_formulas.cpp — prints common/perf.h's FLOP and byte counts, forward and backward, for
-// a list of problems as JSON, for tests/check_perf_formulas.py, which recomputes them with
-// scripts/fa_perf.py and fails on any difference (one source of truth for the formulas,
-// written in two languages).
+// perf_formulas.cpp — prints common/perf.h's FLOP and byte counts, forward and backward, and
+// the bytes a decoding step reads from its cache (DecodeProblem::kv_bytes_read, every sequence
+// attending to N_kv keys) for a list of problems as JSON, for tests/check_perf_formulas.py, which
+// recomputes them with scripts/fa_perf.py and fails on any difference (one source of truth for the
+// formulas, written in two languages).
 //
 //   build/bin/perf_formulas > perf.json
 #include <cstdio>
 
+#include "common/decode.h"
 #include "common/perf.h"
 #include "common/problem.h"
 
@@ -43,15 +45,24 @@ int main() {
     const Case& c = kCases[i];
     fa::Problem p = fa::make_problem(c.batch, c.heads_q, c.heads_kv, c.n_q, c.n_kv, c.d, c.causal);
     p.dtype = c.dtype;
+    fa::DecodeProblem dec;  // B sequences of N_kv keys, one new token each
+    dec.batch = c.batch;
+    dec.heads_q = c.heads_q;
+    dec.heads_kv = c.heads_kv;
+    dec.head_dim = c.d;
+    dec.dtype = c.dtype;
+    dec.q_len = 1;
+    dec.cache_lens.assign(c.batch, c.n_kv - 1);
+    dec.n_max = c.n_kv;
     std::printf(
         " {\"batch\": %d, \"heads_q\": %d, \"heads_kv\": %d, \"n_q\": %d, \"n_kv\": %d, "
         "\"d\": %d, \"causal\": %s, \"dtype\": \"%s\", \"flops\": %.17g, "
         "\"min_io_bytes\": %.17g, \"nxn_matrix_bytes\": %.17g, \"backward_flops\": %.17g, "
-        "\"backward_min_io_bytes\": %.17g}%s\n",
+        "\"backward_min_io_bytes\": %.17g, \"decode_kv_bytes\": %.17g}%s\n",
         c.batch, c.heads_q, c.heads_kv, c.n_q, c.n_kv, c.d, c.causal ? "true" : "false",
         fa::dtype_name(c.dtype), fa::attention_flops(p), fa::min_io_bytes(p),
         fa::nxn_matrix_bytes(p), fa::attention_backward_flops(p), fa::backward_min_io_bytes(p),
-        i + 1 < n ? "," : "");
+        dec.kv_bytes_read(), i + 1 < n ? "," : "");
   }
   std::printf("]\n");
   return 0;

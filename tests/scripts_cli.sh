@@ -86,7 +86,8 @@ expect 2 "gpu_check.sh: error: option --name needs a value" -- scripts/gpu_check
 expect 2 "gpu_check.sh: error: --dtypes: 'fp8' is not one of fp32, bf16, fp16" \
   -- scripts/gpu_check.sh --dtypes fp32,fp8
 expect 2 "gpu_check.sh: error: unknown option '--skip-backwards'" -- scripts/gpu_check.sh --skip-backwards
-expect 0 "--skip-backward" "--skip-forward" -- scripts/gpu_check.sh --help
+expect 0 "--skip-backward" "--skip-forward" "--skip-decode" "--decode-args" -- scripts/gpu_check.sh --help
+expect 2 "gpu_check.sh: error: option --decode-args needs a value" -- scripts/gpu_check.sh --decode-args
 expect 2 "sanitize.sh: error: the build folder '/nonexistent' has no bin/tour" \
   -- scripts/sanitize.sh /nonexistent
 expect 2 "sanitize.sh: error: at most one argument, the build folder; got 2: a b" \

@@ -8,7 +8,9 @@
 //   O and L:    each sequence by the forward tests' tolerance policy on its dense problem
 // for every dtype and head dim the step supports, both cache kinds.
 //
-//   [append]    the new rows land where the reference puts them, contiguous and paged
+//   [append]    the new rows land where the reference puts them, contiguous and paged; the
+//               attention alone (DecodePhases::AttendOnly, what bench_decode times) over the
+//               cache the whole step left gives its O and L bit for bit and writes no cache row
 //   [shapes]    kv_len 1, odd, not a page or tile multiple, exactly the capacity; page sizes
 //               16, 64 and 256 with shuffled pages; several sequences of different lengths
 //   [gqa]       MHA, GQA 8/2, MQA 8/1, and a group × q_len above one block's rows
@@ -75,6 +77,34 @@ TEST_CASE("decode: the new rows are appended where the reference puts them", "[a
   // judge_case compares the whole cache first: the new rows, and NaN everywhere else.
   check_both_caches(shapes(4, 2, 64, 3, {0, 13, 16, 40}), 16, 1);
   check_both_caches(shapes(2, 2, 64, 16, {5, 250}), 64, 2);
+}
+
+TEST_CASE("decode: the attention alone gives the whole step's O and L", "[append]") {
+  const DecodeProblem base = shapes(4, 2, 64, 2, {0, 70, 200});
+  for (const DecodeProblem& p : {contiguous(base), paged(base, 16, 4)}) {
+    for_each_config(p, [&](const DecodeStepInfo& step, DecodeProblem q) {
+      const fa::test::DecodeCase c = fa::test::make_case(q, 5);
+      const fa::test::DecodeRun whole = fa::test::run_case(step, c);
+      // The cache the whole step left, and new rows of NaN: an append would write them.
+      fa::test::DecodeCase held = c;
+      held.before.k = whole.k;
+      held.before.v = whole.v;
+      std::fill(held.k_new.begin(), held.k_new.end(), std::nanf(""));
+      std::fill(held.v_new.begin(), held.v_new.end(), std::nanf(""));
+      if (step.attend == nullptr) {
+        CHECK_THROWS_AS(
+            fa::test::run_case(step, held, whole.num_splits, fa::DecodePhases::AttendOnly),
+            std::invalid_argument);
+        return;
+      }
+      const fa::test::DecodeRun alone =
+          fa::test::run_case(step, held, whole.num_splits, fa::DecodePhases::AttendOnly);
+      CHECK(alone.o == whole.o);  // NaN anywhere fails: NaN != NaN
+      CHECK(alone.lse == whole.lse);
+      CHECK(alone.k == whole.k);
+      CHECK(alone.v == whole.v);
+    });
+  }
 }
 
 TEST_CASE("decode: lengths 1, odd, not a page or tile multiple, the capacity", "[shapes]") {

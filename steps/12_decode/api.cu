@@ -55,7 +55,8 @@
 //
 // Not yet (later steps): the tensor cores (rows per block are few, the cache's bytes bound the
 // kernel; see decode_params.cuh), fp32, head dims other than 64 and 128, skipping the
-// workspace when num_splits = 1, a measured split rule, a benchmark and a chapter.
+// workspace when num_splits = 1, a measured split rule (bin/bench_decode times the rule's
+// choice next to every forced split count: steps/harness/bench_decode.cpp) and a chapter.
 //
 // Files, in reading order:
 //   decode_params.cuh   tiles, parameters, the split rule's constants, the launchers
@@ -167,19 +168,34 @@ bool attend(int head_dim, const DecodeParams& p, cudaStream_t stream) {
   }
 }
 
-void run(const DecodeProblem& prob, const DecodeTensors& t, int splits, void* workspace,
-         cudaStream_t stream) {
-  const bool half = prob.dtype == DType::F16, bf16 = prob.dtype == DType::BF16;
-  if (!(half || bf16) || (prob.head_dim != 64 && prob.head_dim != 128))  // guards direct calls
+void check_supported(const DecodeProblem& prob) {  // guards direct calls
+  if ((prob.dtype != DType::F16 && prob.dtype != DType::BF16) ||
+      (prob.head_dim != 64 && prob.head_dim != 128))
     throw std::invalid_argument(std::string("dtype ") + dtype_name(prob.dtype) + " with head_dim " +
                                 std::to_string(prob.head_dim) + " is not supported by step " +
                                 kStepName);
-  const DecodeParams p = make_params(prob, t, splits, workspace);
-  run_append(p, stream);
-  if (bf16)
+}
+
+void attend_combine(const DecodeProblem& prob, const DecodeParams& p, cudaStream_t stream) {
+  if (prob.dtype == DType::BF16)
     attend<__nv_bfloat16>(prob.head_dim, p, stream);
   else
     attend<__half>(prob.head_dim, p, stream);
+}
+
+void run(const DecodeProblem& prob, const DecodeTensors& t, int splits, void* workspace,
+         cudaStream_t stream) {
+  check_supported(prob);
+  const DecodeParams p = make_params(prob, t, splits, workspace);
+  run_append(p, stream);
+  attend_combine(prob, p, stream);
+}
+
+// Phases 2 and 3 alone, over a cache that already holds the step's rows (the benchmark's).
+void attend_only(const DecodeProblem& prob, const DecodeTensors& t, int splits, void* workspace,
+                 cudaStream_t stream) {
+  check_supported(prob);
+  attend_combine(prob, make_params(prob, t, splits, workspace), stream);
 }
 
 DecodeStepInfo info() {
@@ -195,6 +211,7 @@ DecodeStepInfo info() {
   s.workspace_bytes = workspace_bytes;
   s.check_device = check_device;
   s.run = run;
+  s.attend = attend_only;
   return s;
 }
 

@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -41,6 +40,7 @@
 #include "common/registry.h"
 #include "steps/harness/cli.h"
 #include "steps/harness/cublas_baseline.h"
+#include "steps/harness/gbench.h"
 #include "steps/harness/spin.h"
 
 namespace {
@@ -166,15 +166,7 @@ void time_it(benchmark::State& state, const std::string& name, const Counts& cou
     fn();  // warm-up: module load, first-touch of the workspace
     fn();
     CUDA_CHECK(cudaDeviceSynchronize());
-    fa::EventTimer timer;
-    for (auto _ : state) {
-      fa::bench::gpu_spin(g_spin_cycles);  // spin.h: the same duty cycle as the peers
-      timer.start();
-      fn();
-      const double t = timer.stop_ms();
-      state.SetIterationTime(t * 1e-3);
-      ms.push_back(t);
-    }
+    ms = fa::bench::time_calls(state, fn, g_spin_cycles);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     g_failed.insert(name);
@@ -241,25 +233,7 @@ int main(int argc, char** argv) try {
       ->capture_default_str();
   FA_CLI_PARSE(app, argc, argv);
   // What CLI11 left is Google Benchmark's: it takes its flags, anything else is refused.
-  std::vector<std::string> rest = app.remaining();
-  // Google Benchmark checks --benchmark_min_time only when it runs, by aborting (1.8), or
-  // leaves a value it cannot read unconsumed (1.7, refused below as an unknown option). Check
-  // the form here: seconds ("0.5"; 1.8 also takes "0.5s") or iterations ("100x", 1.8 only).
-  static const std::regex kMinTime(R"(([0-9]+\.?[0-9]*|\.[0-9]+)s?|[0-9]+x)");
-  for (const std::string& s : rest) {
-    const std::string flag = "--benchmark_min_time=";
-    if (s.rfind(flag, 0) == 0 && !std::regex_match(s.substr(flag.size()), kMinTime))
-      return fa::cli::refuse(s.substr(0, flag.size() - 1) + " (" + s.substr(flag.size()) +
-                             ") must be seconds, e.g. 0.5 or 0.5s, or iterations, e.g. 100x");
-  }
-  std::vector<char*> gb_argv = {argv[0]};
-  for (std::string& s : rest) gb_argv.push_back(s.data());
-  gb_argv.push_back(nullptr);
-  int gb_argc = static_cast<int>(gb_argv.size()) - 1;
-  benchmark::Initialize(&gb_argc, gb_argv.data());
-  if (gb_argc > 1)
-    return fa::cli::refuse(std::string("unknown option ") + gb_argv[1] +
-                           " (neither this program's nor a --benchmark_* flag; see --help)");
+  if (const int status = fa::bench::init_benchmark(app, argv[0]); status >= 0) return status;
 
   std::vector<const fa::StepInfo*> chosen = fa::steps();
   if (!only.empty()) chosen = {fa::find_step(only)};  // checked by the validator
@@ -428,12 +402,7 @@ int main(int argc, char** argv) try {
 
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  if (!g_failed.empty()) {
-    std::fprintf(stderr, "%zu benchmark%s stopped with an error (see ERROR OCCURRED above)\n",
-                 g_failed.size(), g_failed.size() == 1 ? "" : "s");
-    return 1;
-  }
-  return 0;
+  return fa::bench::benchmarks_status(g_failed);
 } catch (const std::exception& e) {
   return fa::cli::fail(e);
 }

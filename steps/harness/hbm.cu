@@ -1,0 +1,115 @@
+// hbm.cu — see hbm.h.
+#include "hbm.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "common/cuda_check.h"
+#include "common/device_buffer.h"
+#include "common/perf.h"
+#include "steps/harness/spin.h"
+
+namespace fa::bench {
+namespace {
+
+constexpr int kThreads = 256;
+
+// SplitMix64's finaliser: a well-mixed 64-bit hash of a counter.
+__device__ std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+template <class Element>
+__global__ void fill_normal_kernel(Element* data, std::size_t n, std::uint64_t seed) {
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  for (std::size_t i = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const std::uint64_t h = mix(seed ^ mix(i));
+    // Two uniforms in (0, 1] and [0, 1) from the hash's halves, then Box–Muller.
+    const float u1 = (static_cast<float>(h >> 40) + 1.f) * (1.f / 16777216.f);
+    const float u2 = static_cast<float>((h >> 16) & 0xFFFFFF) * (1.f / 16777216.f);
+    const float z = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+    if constexpr (std::is_same_v<Element, __nv_bfloat16>)
+      data[i] = __float2bfloat16(z);
+    else
+      data[i] = __float2half(z);
+  }
+}
+
+// Every 16-byte piece of `data` read once, four loads in flight per thread. The XOR of what a
+// thread read is written only if it equals a value the caller never fills in, so the loads
+// cannot be dropped and nothing is written.
+__global__ void __launch_bounds__(kThreads)
+    read_kernel(const uint4* __restrict__ data, std::size_t n, unsigned sentinel,
+                unsigned* __restrict__ sink) {
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  std::size_t i = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  unsigned acc = 0;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = __ldcs(data + i), b = __ldcs(data + i + stride);
+    const uint4 c = __ldcs(data + i + 2 * stride), d = __ldcs(data + i + 3 * stride);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^
+           d.w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 a = __ldcs(data + i);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  if (acc == sentinel) sink[0] = acc;
+}
+
+int grid_for(std::size_t n, int per_sm) {
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const std::size_t needed = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(std::min<std::size_t>(needed, std::size_t(sms) * per_sm));
+}
+
+}  // namespace
+
+void fill_normal(void* data, std::size_t n, DType dtype, std::uint64_t seed, cudaStream_t stream) {
+  if (n == 0) return;
+  const int grid = grid_for(n, 16);
+  if (dtype == DType::BF16)
+    fill_normal_kernel<<<grid, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(data), n, seed);
+  else if (dtype == DType::F16)
+    fill_normal_kernel<<<grid, kThreads, 0, stream>>>(static_cast<__half*>(data), n, seed);
+  else
+    throw std::invalid_argument(std::string("fill_normal: dtype (") + dtype_name(dtype) +
+                                ") must be fp16 or bf16");
+  CUDA_CHECK_LAUNCH();
+}
+
+HbmRead measure_hbm_read(std::size_t bytes, int warmup, int reps, long long spin_cycles) {
+  if (bytes < 16 || bytes % 16 != 0 || reps < 1 || warmup < 0)
+    throw std::invalid_argument("measure_hbm_read: bytes (" + std::to_string(bytes) +
+                                ") must be a positive multiple of 16, reps (" +
+                                std::to_string(reps) + ") at least 1, warmup (" +
+                                std::to_string(warmup) + ") at least 0");
+  DeviceBuffer buffer(bytes), sink(sizeof(unsigned));
+  fill_normal(buffer.get(), bytes / 2, DType::BF16, 7);  // random bits, never zeros
+  const std::size_t n = bytes / 16;
+  const int grid = grid_for(n, 8);
+  // Should the XOR of one thread's reads ever equal the sentinel (odds of 2^-32), that thread
+  // writes one word: harmless to the figure.
+  auto run = [&] {
+    read_kernel<<<grid, kThreads>>>(buffer.as<uint4>(), n, 0xFFFFFFFFu, sink.as<unsigned>());
+    CUDA_CHECK_LAUNCH();
+  };
+  HbmRead r;
+  r.bytes = double(bytes);
+  r.reps = reps;
+  r.median_ms = time_median_ms(run, warmup, reps, nullptr, [&] { gpu_spin(spin_cycles); });
+  r.tbps = r.bytes / (r.median_ms * 1e-3) / 1e12;
+  return r;
+}
+
+}  // namespace fa::bench

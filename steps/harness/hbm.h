@@ -1,0 +1,40 @@
+// hbm.h — what the decoding benchmark needs on the device besides the step: its caches filled
+// with random values in place (a 17 GB cache is not made on the host), and this GPU's HBM
+// read bandwidth, measured in the same run as the figures it is compared with.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/problem.h"
+
+namespace fa::bench {
+
+/// \brief Fills `n` elements of a 16-bit dtype (fp16 or bf16; std::invalid_argument for any
+/// other) with N(0, 1) values: Box–Muller on a hash of (seed, index), so the same seed gives
+/// the same values on every run and device. Never zeros (docs/conventions.md, Timing).
+/// \param data device memory, n elements \param n the count \param dtype fp16 or bf16
+/// \param seed the seed \param stream the stream
+void fill_normal(void* data, std::size_t n, DType dtype, std::uint64_t seed,
+                 cudaStream_t stream = nullptr);
+
+/// \brief The measured HBM read bandwidth.
+struct HbmRead {
+  double bytes = 0;      ///< bytes read by one timed run (the buffer, once)
+  double median_ms = 0;  ///< median time of one run
+  double tbps = 0;       ///< bytes / median time, in TB/s (10¹² bytes/s)
+  int reps = 0;          ///< timed runs
+};
+
+/// \brief Times a streaming read of `bytes` of device memory (filled with random values
+/// first): every 16-byte piece read once per run by a grid-stride loop of 16-byte loads,
+/// nothing written but one word per thread that no run's data can trigger. Counted as bytes
+/// read only. After `warmup` untimed runs, `reps` runs timed one by one with CUDA events,
+/// each after a GPU spin of `spin_cycles` (spin.h), as the benchmark's calls are.
+/// \param bytes the buffer's size, a multiple of 16 \param warmup untimed runs
+/// \param reps timed runs \param spin_cycles the spin before each \return the figure
+HbmRead measure_hbm_read(std::size_t bytes, int warmup, int reps, long long spin_cycles);
+
+}  // namespace fa::bench
