@@ -13,7 +13,9 @@
 #                        overrides a header, see below); a backward step (one added by
 #                        fa_add_backward_step, listed in FA_BACKWARD_STEPS, so call this
 #                        after it) gets the backward suite (fa_gpu_backward_tests_obj,
-#                        tests/test_backward.cpp), as its test_NN_slug does. Step 00: the CPU
+#                        tests/test_backward.cpp), as its test_NN_slug does; a decoding
+#                        step (fa_add_decode_step, FA_DECODE_STEPS) its own GPU tests
+#                        (tests/test_decode_gpu.cpp, fa_add_decode_tests). Step 00: the CPU
 #                        tests of the reference and the streaming model (test_reference.cpp)
 #                        over exercise/*.cpp plus the rest of reference/.
 #   exercise_NN/<group>  its ctest entries, labels "exercise;exercise_NN" (ctest -L
@@ -92,16 +94,25 @@ function(fa_add_exercise name)
     # first, then the step's (for the headers the exercise leaves alone).
     target_include_directories(${exe}_step BEFORE PRIVATE ${ex_dir} ${sol_dir})
     target_link_libraries(${exe}_step PUBLIC fa_cuda)
-    # The suite the step's own test program runs: the backward one for a backward step.
+    # The suite the step's own test program runs: the backward one for a backward step, the
+    # decoding one (tests/test_decode_gpu.cpp, its own groups) for a decoding step.
     get_property(backward_steps GLOBAL PROPERTY FA_BACKWARD_STEPS)
-    if(name IN_LIST backward_steps)
-      set(suite fa_gpu_backward_tests_obj)
+    get_property(decode_steps GLOBAL PROPERTY FA_DECODE_STEPS)
+    if(name IN_LIST decode_steps)
+      add_executable(${exe} EXCLUDE_FROM_ALL ${PROJECT_SOURCE_DIR}/tests/test_decode_gpu.cpp)
+      target_link_libraries(${exe} PRIVATE fa_gpu_test_main fa_reference ${exe}_step)
+      target_compile_options(${exe} PRIVATE ${FA_CXX_WARNINGS})
+      fa_add_decode_tests(${exe} ${exe} LABELS exercise ${exe})
     else()
-      set(suite fa_gpu_tests_obj)
+      if(name IN_LIST backward_steps)
+        set(suite fa_gpu_backward_tests_obj)
+      else()
+        set(suite fa_gpu_tests_obj)
+      endif()
+      add_executable(${exe} EXCLUDE_FROM_ALL)
+      target_link_libraries(${exe} PRIVATE ${suite} ${exe}_step)
+      fa_add_gpu_tests(${exe} ${exe} LABELS exercise ${exe})
     endif()
-    add_executable(${exe} EXCLUDE_FROM_ALL)
-    target_link_libraries(${exe} PRIVATE ${suite} ${exe}_step)
-    fa_add_gpu_tests(${exe} ${exe} LABELS exercise ${exe})
   endif()
   add_dependencies(exercises ${exe})
 endfunction()

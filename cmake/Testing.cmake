@@ -17,3 +17,19 @@ function(fa_add_gpu_tests name exe)
   endforeach()
 endfunction()
 
+
+# fa_add_decode_tests(name exe [LABELS label...]): registers the groups of one test program
+# built from tests/test_decode_gpu.cpp (a decoding step's, or its exercise's), one ctest entry
+# per group. Labels: "gpu;<name>;decode" unless given (the exercise uses
+# "exercise;exercise_NN"). Without a usable CUDA device the program exits with 77: skipped.
+function(fa_add_decode_tests name exe)
+  cmake_parse_arguments(arg "" "" "LABELS" ${ARGN})
+  if(NOT arg_LABELS)
+    set(arg_LABELS gpu ${name} decode)
+  endif()
+  foreach(group append shapes gqa causal splits refusals)
+    add_test(NAME ${name}/${group} COMMAND ${exe} "[${group}]")
+    set_tests_properties(${name}/${group} PROPERTIES
+      LABELS "${arg_LABELS}" SKIP_RETURN_CODE 77 TIMEOUT 900)
+  endforeach()
+endfunction()

@@ -35,6 +35,12 @@ using step07::smem_u32;
 
 constexpr float kLn2 = 0.69314718055994530942f;
 
+/// \brief Column j of sequence b's block table (a pool page), or −1 for a column outside the
+/// table, which is then never read.
+__device__ __forceinline__ int table_entry(const DecodeParams& p, int b, int j) {
+  return j >= 0 && j < p.max_pages ? p.block_table[int64_t{b} * p.max_pages + j] : -1;
+}
+
 /// \brief Element offset of row `pos` of sequence b, K/V head 0, in the cache, or −1 when the
 /// position lies outside what the cache holds for b: past the capacity, or on a block-table
 /// entry outside the pool. The host validated the problem, so −1 never comes with a device
@@ -43,9 +49,12 @@ __device__ __forceinline__ int64_t cache_row(const DecodeParams& p, int b, int p
   const int64_t row_elems = int64_t{p.heads_kv} * p.head_dim;
   if (pos < 0 || pos >= p.capacity) return -1;
   if (!p.paged) return (int64_t{b} * p.n_max + pos) * row_elems;
-  const int page = p.block_table[int64_t{b} * p.max_pages + pos / p.page_size];
-  if (page < 0 || page >= p.num_pages) return -1;
-  return (int64_t{page} * p.page_size + pos % p.page_size) * row_elems;
+  // The page lookup: position pos is row `slot` of pool page `page`.
+  const int page = table_entry(p, b, pos / p.page_size);
+  const int slot = pos % p.page_size;
+  // Whatever page and slot say, nothing outside the pool is ever addressed.
+  if (page < 0 || page >= p.num_pages || slot < 0 || slot >= p.page_size) return -1;
+  return (int64_t{page} * p.page_size + slot) * row_elems;
 }
 
 /// \brief Keys sequence b attends to: cache_len + q_len, kept within [0, capacity].
