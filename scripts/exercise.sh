@@ -18,7 +18,7 @@ usage: scripts/exercise.sh COMMAND [ARGS]
                   exercise's are restored from git
   further [TASK]  the going-further tasks, or run one task's test
 
-NN is the step number: 00 (the CPU exercise, no GPU needed) to 10. The build directory is
+NN is the step number: 00 (the CPU exercise, no GPU needed) to 11. The build directory is
 the one scripts/test.sh uses (build/, or build-ci/ under CI=true); FA_BUILD_DIR=dir picks
 another.
 USAGE

@@ -11,7 +11,7 @@ usage() {
 usage: scripts/grade.sh [--cpu-only]
 
 Grades the tree this script is in (run the student's copy: cd their-tree && scripts/grade.sh).
-  scripts/grade.sh              every exercise (the GPU ones, 01-10, need a CUDA device)
+  scripts/grade.sh              every exercise (the GPU ones, 01-11, need a CUDA device)
   scripts/grade.sh --cpu-only   exercise 00 only (the CPU one)
 
 Writes, under <build>/grade/ (build/, or build-ci/ under CI=true; FA_BUILD_DIR=dir picks
