@@ -272,8 +272,9 @@ int main(int argc, char** argv) try {
   if (!only.empty()) chosen = {fa::find_step(only)};  // checked by the validator
   const bool backward = pass == "backward";
   if (deterministic && !backward)
-    return fa::cli::refuse("--deterministic: only with --pass backward (the forward passes "
-                           "are deterministic already)");
+    return fa::cli::refuse(
+        "--deterministic: only with --pass backward (the forward passes "
+        "are deterministic already)");
   base.deterministic = deterministic;
 
   // Every shape first, before any GPU is looked for: a shape no tensor limit allows is bad
