@@ -172,14 +172,19 @@ std::string device_refusal(const StepInfo& step, const DeviceLimits& device) {
   return check(p, device);
 }
 
-std::string check_backward_launch(const StepInfo& step, const Problem& p, const BackwardTensors& t,
-                                  const DeviceLimits& device) {
-  if (std::string e = check_step(step, p); !e.empty()) return e;
+std::string check_backward_mode(const StepInfo& step, const Problem& p) {
   if (step.backward == nullptr) return std::string("step ") + step.name + " has no backward pass";
   if (p.deterministic && !(step.backward_deterministic_dkdv &&
                            (step.backward_deterministic_dq || step.backward_deterministic_mode)))
     return std::string("deterministic (true) is not supported by step ") + step.name +
            "'s backward (its gradients are summed with floating-point atomics)";
+  return {};
+}
+
+std::string check_backward_launch(const StepInfo& step, const Problem& p, const BackwardTensors& t,
+                                  const DeviceLimits& device) {
+  if (std::string e = check_step(step, p); !e.empty()) return e;
+  if (std::string e = check_backward_mode(step, p); !e.empty()) return e;
   const int a = step.alignment;
   if (std::string e = check_pointers(step.name, {{"q", t.q, a},
                                                  {"k", t.k, a},

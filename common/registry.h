@@ -129,6 +129,12 @@ std::string check_launch(const StepInfo& step, const Problem& p, const DeviceTen
 /// \param step the step \param device the device's limits \return "" or the reason
 std::string device_refusal(const StepInfo& step, const DeviceLimits& device);
 
+/// \brief Does `step`'s backward offer what `p` asks of it? "" when it has a backward pass and,
+/// if p.deterministic is set, gradients that are bitwise the same from run to run in that mode
+/// (StepInfo::backward_deterministic_*); otherwise the message. Needs no device.
+/// \param step the step \param p the problem \return "" or the message
+std::string check_backward_mode(const StepInfo& step, const Problem& p);
+
 /// \brief check_step plus what a backward launch needs: the step has a backward pass, offers
 /// Problem::deterministic if it is set, every pointer of `t` is set and aligned
 /// (step.alignment; 4 bytes for L), and the backward's device limits

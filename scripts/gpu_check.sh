@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_check.sh — the GPU owner's check: build, run every test (none may be skipped), the tour,
 # the benchmarks of every step with the cuBLAS baseline, PyTorch's SDPA backends on the same
-# shapes, the same for the backward pass (the steps that have one, the backends' autograd),
+# shapes, the same for the backward pass (the steps that have one, the backends' autograd;
+# the steps' deterministic mode too, bench_all --deterministic),
 # and write docs/results/<name>.json and .md (and the plots, if matplotlib is there); then the
 # decoding benchmark (bin/bench_decode) with PyTorch's backends on the same decoding steps,
 # into docs/results/<name>-decode.json and .md and docs/images/<name>_decode.png.
@@ -22,7 +23,8 @@ usage: scripts/gpu_check.sh [OPTION...]
   --name NAME          the results' name: docs/results/NAME.md and .json (default: h200)
   --logs DIR           where the logs go (default: build-gpu/logs)
   --skip-tests  --skip-bench  --skip-peers  --skip-traffic  --skip-mutants
-  --skip-backward      no backward benchmarks (bench_all --pass backward) and no backward
+  --skip-backward      no backward benchmarks (bench_all --pass backward, with and without
+                       --deterministic) and no backward
                        peers (peers.py --pass backward); with --skip-bench or --skip-peers
                        the backward's part goes too
   --skip-forward       the same for the forward pass: with --skip-tests and the other
@@ -174,21 +176,28 @@ if [ "$bench" = 1 ] && [ "$forward" = 1 ]; then
 fi
 if [ "$bench" = 1 ] && [ "$backward" = 1 ]; then
   step "backward benchmarks (every step with a backward pass; O and L from a forward step)"
+  # Each dtype twice: the default mode, then the deterministic one (records named
+  # impl+deterministic) of the steps that offer it.
   for dt in ${dtypes//,/ }; do
-    set +e
-    # shellcheck disable=SC2086
-    "$build/bin/bench_all" --pass backward --ns "$ns" --dtype "$dt" $bench_args \
-        --benchmark_out="$logs/bench-backward-$dt.json" --benchmark_out_format=json 2>&1 | tee "$logs/bench-backward-$dt.log"
-    rc=${PIPESTATUS[0]}
-    set -e
-    # Status 2 is a refusal before anything ran: no backward step takes $dt (step 10 is fp32
-    # only), said in the log; that is no failure. Any other non-zero status is.
-    if [ "$rc" = 2 ]; then
-      echo "note: no backward benchmark in $dt: $(grep '^error:' "$logs/bench-backward-$dt.log" | head -1)"
-      rm -f "$logs/bench-backward-$dt.json"
-    elif [ "$rc" != 0 ]; then
-      echo "FAIL: bench_all --pass backward --dtype $dt exited with status $rc"; status=1
-    fi
+    for mode in default deterministic; do
+      out="bench-backward-$dt"; flag=""
+      [ "$mode" = deterministic ] && out="bench-backward-det-$dt" && flag="--deterministic"
+      set +e
+      # shellcheck disable=SC2086
+      "$build/bin/bench_all" --pass backward $flag --ns "$ns" --dtype "$dt" $bench_args \
+          --benchmark_out="$logs/$out.json" --benchmark_out_format=json 2>&1 | tee "$logs/$out.log"
+      rc=${PIPESTATUS[0]}
+      set -e
+      # Status 2 is a refusal before anything ran: no backward step takes $dt (step 10 is
+      # fp32 only, and has no deterministic mode), said in the log; that is no failure. Any
+      # other non-zero status is.
+      if [ "$rc" = 2 ]; then
+        echo "note: no $mode backward benchmark in $dt: $(grep '^error:' "$logs/$out.log" | head -1)"
+        rm -f "$logs/$out.json"
+      elif [ "$rc" != 0 ]; then
+        echo "FAIL: bench_all --pass backward $flag --dtype $dt exited with status $rc"; status=1
+      fi
+    done
   done
 fi
 if [ "$traffic" = 1 ]; then

@@ -6,7 +6,9 @@ Inputs
            entry's name encodes the record, impl/dtype/d/causal/B/Hq/Hkv/Nq/Nkv/layout, e.g.
            04_flash_attention/fp32/d64/causal1/B8/Hq32/Hkv32/Nq2048/Nkv2048/bnhd/manual_time;
            a backward pass (bench_all --pass backward) has its pass after the impl,
-           10_backward/backward/fp32/d64/…; the counters median_ms, tflops,
+           10_backward/backward/fp32/d64/…, and a step's deterministic mode (bench_all
+           --pass backward --deterministic) is an impl of its own,
+           11_backward_tc+deterministic/backward/bf16/…; the counters median_ms, tflops,
            extra_device_bytes, nxn_bytes sit at top level.
   --peers  JSON written by scripts/peers.py ({"gpu", "torch", "cudnn", "results": [...]});
            its records say their pass ("pass": "forward" or "backward").
@@ -234,6 +236,12 @@ def impl_rank(impl):
     if impl.startswith("torch_"):
         return (3, PEER_ORDER.index(impl) if impl in PEER_ORDER else len(PEER_ORDER), impl)
     return (2, 0, impl)
+
+
+def step_of(impl):
+    """The step an impl measured: '11_backward_tc' of '11_backward_tc+deterministic' (bench_all
+    --pass backward --deterministic names a step's mode so, keeping its records apart)."""
+    return impl.split("+", 1)[0]
 
 
 def is_ours(impl):
@@ -603,12 +611,13 @@ def main(argv=None):
                 if key_of(r) not in measured]
         # A step renamed or renumbered since the file was written (NN_slug measured now under
         # another NN or another slug) leaves rows no current program produces: drop them.
-        steps_now = {r["impl"] for r in new if re.match(r"\d\d_", r["impl"])}
+        # A mode of a step (impl+deterministic) is that step: it renames nothing.
+        steps_now = {step_of(r["impl"]) for r in new if re.match(r"\d\d_", r["impl"])}
         nums_now = {i[:2]: i for i in steps_now}
         slugs_now = {i[3:]: i for i in steps_now}
         stale = {r["impl"] for r in kept if re.match(r"\d\d_", r["impl"])
-                 and r["impl"] not in steps_now
-                 and (r["impl"][:2] in nums_now or r["impl"][3:] in slugs_now)}
+                 and step_of(r["impl"]) not in steps_now
+                 and (r["impl"][:2] in nums_now or step_of(r["impl"])[3:] in slugs_now)}
         if stale:
             log(f"merge: dropping the rows of {', '.join(sorted(stale))}: renamed or "
                 f"renumbered (now {', '.join(sorted(steps_now))})")

@@ -27,7 +27,8 @@ folder, docs/results/ unless told otherwise):
                                with :ms the median time of that result, with :extra its
                                extra device memory as h200.md prints it
   bench:backward:DTYPE:…       the same of IMPL's backward pass (its records carry "pass":
-                               "backward"); bench:forward:DTYPE:… is bench:DTYPE:…
+                               "backward"); bench:forward:DTYPE:… is bench:DTYPE:…; a
+                               step's deterministic mode is the IMPL NN_slug+deterministic
   span:DTYPE:D:MASK:IMPL[/PEER]:NLO-NHI:min|max
                                the least or greatest bench: TFLOP/s of IMPL (or ratio to PEER,
                                PEER@DTYPE for a peer in another dtype) over the lengths

@@ -214,6 +214,31 @@ def main():
                and "peers-backward.json: result 0" in log,
                f"a record of an unknown pass is refused, naming the file (rc {rc}):\n{log}")
 
+        # 3b. a step's deterministic mode (bench_all --pass backward --deterministic names it
+        # impl+deterministic) is an impl of its own that renames nothing: merged beside the
+        # step's default records, it keeps them all
+        det_json = os.path.join(tmp, "h200-det.json")
+        with open(det_json, "w", encoding="utf-8") as f:
+            f.write(read(out_json))
+        det_bench = os.path.join(tmp, "bench-backward-det.json")
+        with open(det_bench, "w", encoding="utf-8") as f:
+            json.dump({"benchmarks": [bench_entry("10_backward+deterministic", "backward", 4096,
+                                                  40.0)]}, f)
+        rc, log = run("--bench", det_bench, "--merge", "--out-json", det_json,
+                      "--out-md", os.path.join(tmp, "h200-det.md"))
+        det = json.loads(read(det_json))["results"]
+        expect(rc == 0 and len(det) == len(again) + 1 and "dropping" not in log,
+               f"a deterministic record is added, none dropped (rc {rc}, {len(det)} records):\n"
+               f"{log}")
+        expect(sum(1 for r in det if r["impl"] == "10_backward") == len(ours)
+               and [r["median_ms"] for r in det
+                    if r["impl"] == "10_backward+deterministic"] == [40.0],
+               "10_backward+deterministic/backward/… parses into an impl of its own, beside "
+               "10_backward's records")
+        expect(make_results.step_of("11_backward_tc+deterministic") == "11_backward_tc"
+               and make_results.is_ours("11_backward_tc+deterministic"),
+               "a step's mode belongs to the step")
+
         # 4. the README table and the plots read the passes apart
         doc = json.loads(read(out_json))
         table = "\n".join(refresh_docs.results_table(doc, 4096))

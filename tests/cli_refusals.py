@@ -106,6 +106,9 @@ BENCH_ALL = BENCH + [
     ("--pass backward --only 04",
      r"no step with a backward pass can run the requested shapes \(--ns, --dims, --dtype, "
      r"--only\)"),
+    ("--deterministic", r"--deterministic: only with --pass backward"),
+    ("--pass backward --only 10 --deterministic",  # step 10's dQ has no deterministic mode
+     r"no step with a backward pass can run the requested shapes"),
 ]
 BENCH_STEP = BENCH + [
     ("--dims 48", r"no step can run the requested shapes"),
@@ -202,7 +205,9 @@ NOT_REFUSED = {
                      "--batches 1 --caches 4096 --page-sizes 64 --splits 1,2 "
                      "--benchmark_filter=^nothing$"],
     "bench_all": ["--ns 512 --dims 64 --benchmark_filter=^nothing$",
-                  "--pass backward --ns 512 --dims 64 --benchmark_filter=^nothing$"],
+                  "--pass backward --ns 512 --dims 64 --benchmark_filter=^nothing$",
+                  "--pass backward --deterministic --dtype bf16 --ns 512 --dims 64 "
+                  "--benchmark_filter=^nothing$"],
     "bench_" + STEP_PROGRAM: ["--ns 512 --dims 64 --causal off --benchmark_filter=^nothing$"],
 }
 MAX_RSS_MIB = 1536

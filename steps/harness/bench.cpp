@@ -17,6 +17,10 @@
 // forward's FLOPs. Q, K, V and dO are random; O and L come from a registered forward step
 // that runs the problem (the highest-numbered one; its name is the benchmark's label), run
 // once per shape, untimed. The cuBLAS baseline has no backward and is not timed.
+// --deterministic (backward only) sets Problem::deterministic: dQ bitwise the same from run to
+// run, in the steps that offer it (a step that cannot is listed as not timed). Its records are
+// named impl+deterministic/backward/…, a name of their own, so that make_results keeps them
+// apart from the default mode's.
 #include <benchmark/benchmark.h>
 
 #include <CLI/CLI.hpp>
@@ -193,7 +197,7 @@ int main(int argc, char** argv) try {
   fa::Problem base;
   int tokens = 16384, hidden = 2048;
   std::string only, pass = "forward";
-  bool baseline = true;
+  bool baseline = true, deterministic = false;
   double min_time = 0.3;
   app.add_option("--ns", ns, "sequence lengths N (N_q = N_kv), comma-separated")
       ->delimiter(',')
@@ -219,6 +223,9 @@ int main(int argc, char** argv) try {
                  "dK, dV from Q, K, V, O, L, dO; O and L made by a forward step, untimed)")
       ->check(CLI::IsMember({"forward", "backward"}))
       ->capture_default_str();
+  app.add_flag("--deterministic", deterministic,
+               "backward only: time the deterministic mode (Problem::deterministic: dQ bitwise "
+               "the same from run to run), records named impl+deterministic");
   app.add_option("--baseline", baseline,
                  "also time the cuBLAS baseline (fp32 only, forward pass only)")
       ->check(CLI::IsMember({"true", "false", "on", "off", "1", "0"}, CLI::ignore_case))
@@ -238,6 +245,11 @@ int main(int argc, char** argv) try {
   std::vector<const fa::StepInfo*> chosen = fa::steps();
   if (!only.empty()) chosen = {fa::find_step(only)};  // checked by the validator
   const bool backward = pass == "backward";
+  if (deterministic && !backward)
+    return fa::cli::refuse(
+        "--deterministic: only with --pass backward (the forward passes "
+        "are deterministic already)");
+  base.deterministic = deterministic;
 
   // Every shape first, before any GPU is looked for: a shape no tensor limit allows is bad
   // input; a step that cannot run a shape is said once per reason; no step at all is bad input.
@@ -269,7 +281,9 @@ int main(int argc, char** argv) try {
             if (!only.empty()) note(std::string(step->name) + ": has no " + pass + " pass");
             continue;
           }
-          if (const std::string e = fa::check_step(*step, p); !e.empty()) {
+          std::string e = fa::check_step(*step, p);
+          if (e.empty() && backward) e = fa::check_backward_mode(*step, p);  // --deterministic
+          if (!e.empty()) {
             note(std::string(step->name) + ": " + e);
             continue;
           }
@@ -333,7 +347,8 @@ int main(int argc, char** argv) try {
     const fa::Problem p = x.p;
     if (const fa::StepInfo* step = x.step; step && backward) {
       const fa::StepInfo* forward = x.forward;
-      const std::string name = record_name(std::string(step->name) + "/backward", p);
+      const std::string name = record_name(
+          std::string(step->name) + (p.deterministic ? "+deterministic" : "") + "/backward", p);
       benchmark::RegisterBenchmark(
           name.c_str(),
           [step, forward, p, name](benchmark::State& st) {

@@ -66,6 +66,8 @@ int main(int argc, char** argv) try {
   FA_CLI_PARSE(app, argc, argv);
   if (const int s = fa::cli::check_problem(p); s >= 0) return s;
   if (const std::string e = fa::check_step(*step, p); !e.empty()) return fa::cli::refuse(e);
+  if (const std::string e = fa::check_backward_mode(*step, p); !e.empty())
+    return fa::cli::refuse(e);
 
   if (const std::string why = fa::no_usable_device(); !why.empty()) {
     std::fprintf(stderr, "no usable CUDA device (%s): nothing to time\n", why.c_str());
