@@ -11,6 +11,7 @@
 //     O_s = O / ℓ, L_s = ln 2 · (m + log2 ℓ)  ──▶ the workspace, fp32
 //   combine, grid ⌈B·H_q·q_len / 4⌉, block 128 threads (a warp per row):
 //     L = log Σ_s exp(L_s),  O = Σ_s exp(L_s − L) · O_s  ──▶ O (Element) and L
+//     (combine_row in combine.cuh, shared with step 13's merge of the ring's partials)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -20,7 +21,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../07_flash_attention_2/mma.cuh"  // cp.async, smem_u32, pack_pair
+#include "../07_flash_attention_2/mma.cuh"  // cp.async, smem_u32
+#include "combine.cuh"                      // combine_row and the warp helpers, shared with step 13
 #include "common/cuda_check.h"
 #include "decode_params.cuh"
 
@@ -29,53 +31,9 @@ namespace fa::step12 {
 using step07::cp_async_16;
 using step07::cp_async_commit;
 using step07::cp_async_wait;
-using step07::pack_pair;
 using step07::smem_u32;
 
 constexpr float kLn2 = 0.69314718055994530942f;
-
-// ---------------------------------------------------------------------------------------------
-// Small helpers
-// ---------------------------------------------------------------------------------------------
-
-__device__ __forceinline__ float warp_max(float x) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
-  return x;
-}
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
-  return x;
-}
-
-/// \brief Two 16-bit values in one 32-bit word → two floats (the lower half first).
-template <class Element>
-__device__ __forceinline__ float2 unpack_pair(uint32_t w) {
-  if constexpr (std::is_same_v<Element, __nv_bfloat16>) {
-    __nv_bfloat162 v;
-    memcpy(&v, &w, 4);
-    return __bfloat1622float2(v);
-  } else {
-    __half2 v;
-    memcpy(&v, &w, 4);
-    return __half22float2(v);
-  }
-}
-
-/// \brief kCols (2 or 4) consecutive Elements at `src` (4 or 8 bytes, aligned) → floats.
-template <class Element, int kCols>
-__device__ __forceinline__ void load_cols(const Element* src, float (&f)[kCols]) {
-  static_assert(kCols == 2 || kCols == 4, "d = 64 or 128");
-  if constexpr (kCols == 2) {
-    const float2 a = unpack_pair<Element>(*reinterpret_cast<const uint32_t*>(src));
-    f[0] = a.x, f[1] = a.y;
-  } else {
-    const uint2 u = *reinterpret_cast<const uint2*>(src);
-    const float2 a = unpack_pair<Element>(u.x), b = unpack_pair<Element>(u.y);
-    f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
-  }
-}
 
 /// \brief Column j of sequence b's block table (a pool page), or −1 for a column outside the
 /// table, which is then never read.
@@ -317,18 +275,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
 }
 
 // ---------------------------------------------------------------------------------------------
-// The combine kernel
-//
-// Splits s = 0 … S−1 of one row hold (O_s, L_s) over disjoint key ranges, O_s normalised by
-// its own sum ℓ_s = exp(L_s). Merging them is the online-softmax rescale between two K/V
-// tiles, done once over all splits instead of tile after tile:
-//
-//   tiles:   m' = max(m, m_t),  ℓ' = e^(m − m') ℓ + e^(m_t − m') ℓ_t,  O' = e^(m − m') O + …
-//   splits:  L = log Σ_s e^(L_s) = M + log Σ_s e^(L_s − M)   (M = max_s L_s, so no overflow)
-//            O = Σ_s (ℓ_s / ℓ) O_s = Σ_s e^(L_s − L) O_s
-//
-// An empty split (L_s = −inf) weighs e^(−inf) = 0 and its O_s is never read. A row whose every
-// split is empty cannot occur (query i always sees key 0) but would give O = 0, L = −inf.
+// The combine kernel: one warp per row, the splits' partials merged by combine_row()
+// (combine.cuh, the rescale written once for this step and step 13's ring). An empty split
+// (L_s = −inf) weighs 0 and its O_s is never read. A row whose every split is empty cannot
+// occur (query i always sees key 0) but would give O = 0, L = −inf.
 // ---------------------------------------------------------------------------------------------
 template <int kHeadDim, class Element>
 __global__ void __launch_bounds__(32 * kCombineRowsPerBlock)
@@ -338,53 +288,18 @@ __global__ void __launch_bounds__(32 * kCombineRowsPerBlock)
   const int64_t rows_all = int64_t{p.batch} * p.heads_q * p.q_len;
   const int64_t row = int64_t{blockIdx.x} * kCombineRowsPerBlock + warp;  // (b·H_q + h)·q_len + i
   if (row >= rows_all) return;
-  const float* lse_part = p.lse_part + row;  // split s at lse_part[s · rows_all]
-
-  float big = -INFINITY;
-  bool nan = false;
-  for (int s = lane; s < p.num_splits; s += 32) {
-    const float x = lse_part[s * rows_all];
-    big = fmaxf(big, x);  // fmaxf skips a NaN: remember it apart
-    nan = nan || isnan(x);
-  }
-  big = warp_max(big);
-  nan = __any_sync(0xffffffffu, nan);
-  float sum = 0.f;
-  if (big != -INFINITY)
-    for (int s = lane; s < p.num_splits; s += 32) {
-      // TODO(exercise): add split s's term of Σ_s e^(L_s − M) to this lane's sum (L_s is
-      // lse_part[s * rows_all], M is big, the largest L_s of the row). The warp_sum below
-      // adds the lanes' sums, and L = M + log(sum). As given, nothing is added: sum = 0,
-      // L = −inf and O = 0 for every row.
-    }
-  sum = warp_sum(sum);
-  const float lse = nan ? NAN : big == -INFINITY ? -INFINITY : big + logf(sum);
-
-  float acc[kCols] = {};
-  if (lse != -INFINITY) {
-    for (int s = 0; s < p.num_splits; ++s) {
-      // TODO(exercise): split s's weight in O = Σ_s w_s · O_s, from L_s (lse_part[s * rows_all])
-      // and the row's L (lse): the rescale of the online softmax, for a partial already
-      // normalised by its own sum. As given, every weight is 0 and O = 0.
-      const float w = nan ? NAN : 0.f;
-      if (w == 0.f) continue;  // an empty split: its O_s is never read
-      const float* os = p.o_part + (s * rows_all + row) * kHeadDim + lane * kCols;
-#pragma unroll
-      for (int c = 0; c < kCols; ++c) acc[c] += w * os[c];
-    }
-  }
+  // Split s of the row: L at lse_part[s · rows_all + row], O at o_part[(s · rows_all + row) · d].
+  float acc[kCols];
+  const float lse =
+      combine_row<kHeadDim, float>(p.num_splits, p.lse_part + row, rows_all,
+                                   p.o_part + row * kHeadDim, rows_all * kHeadDim, acc);
 
   const int i = static_cast<int>(row % p.q_len);
   const int64_t bh = row / p.q_len;  // b·H_q + h
   const int h = static_cast<int>(bh % p.heads_q), b = static_cast<int>(bh / p.heads_q);
   Element* o = static_cast<Element*>(p.o) +
                ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kHeadDim + lane * kCols;
-  if constexpr (kCols == 2) {
-    *reinterpret_cast<uint32_t*>(o) = pack_pair<Element>(acc[0], acc[1]);
-  } else {
-    *reinterpret_cast<uint2*>(o) =
-        make_uint2(pack_pair<Element>(acc[0], acc[1]), pack_pair<Element>(acc[2], acc[3]));
-  }
+  store_cols<Element, kCols>(o, acc);
   if (lane == 0) p.lse[row] = lse;
 }
 
