@@ -1,0 +1,44 @@
+// variants_d64.cu — step 11's kernels at head dim 64 in the configurations of the backward
+// table (bin/variants_11). The step itself runs BwdConfig<64, ·> (kernel_traits.cuh). Each
+// row changes one thing against "r"; the prediction, written before measuring, is beside it
+// (kernel_traits.cuh, "What limits it", has the arithmetic behind them).
+#include <cuda_bf16.h>
+
+#include "make_variant.cuh"
+
+namespace fa::step11 {
+
+void add_d64_variants(std::vector<Variant>& out) {
+  using E = __nv_bfloat16;
+  //                            d    M    N  E  CTAs/SM  1 barrier  v2 dQ  stagger
+  // r: the registered tiles, launched by this program: the step's row within noise.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, false, false, false>>(
+      "r", "the registered configuration (BwdConfig<64>)"));
+  // m32: half the rows per Q tile. Predicted 5–15% slower: twice the barriers and L/D loads
+  // per FLOP, each K and V fragment feeding half the mmas.
+  out.push_back(make_variant<BwdTraits<64, 32, 128, E, 1, false, false, false>>(
+      "m32", "32-row Q tiles (more, smaller tiles)"));
+  // n64: 64 keys per CTA, 4 warps, two CTAs per SM (the same 8 warps per SM, but one CTA's
+  // barrier no longer stops the other). Predicted level to 5% slower: twice the dQ atomics
+  // per FLOP (kBlockN halves) against barriers overlapped by the other CTA.
+  out.push_back(make_variant<BwdTraits<64, 64, 64, E, 2, false, false, false>>(
+      "n64", "64 keys per CTA, 4 warps, 2 CTAs per SM"));
+  // b1: one barrier per Q tile (dSᵀ double-buffered). Predicted 3–8% faster: of ~7,000 clocks
+  // per Q tile one barrier's drain (the slowest warp's lag, a few hundred clocks) goes.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, true, false, false>>(
+      "b1", "one barrier per Q tile (dSᵀ double-buffered)"));
+  // p2: dQ atomics as red.global.add.v2.f32. Predicted 0–8% faster: half the atomic
+  // instructions and L2 requests for the same bytes; more at N = 16384 where more CTAs add.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, false, true, false>>(
+      "p2", "dQ atomics two floats at a time (v2)"));
+  // s: CTA n starts n/⌈N/128⌉ of the way round its Q tiles. Predicted 0–5% faster (fewer
+  // atomics to the same dQ lines at once), or level if the L2 does not serialise them.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, false, false, true>>(
+      "s", "staggered Q tile order per CTA"));
+  // all: b1 + p2 + s. Predicted 5–15% faster than r: the three gains, roughly additive.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, true, true, true>>("all", "b1 + p2 + s"));
+  // b1p2: the two analytic wins without the stagger (what the step would switch on).
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, true, true, false>>("b1p2", "b1 + p2"));
+}
+
+}  // namespace fa::step11
