@@ -216,6 +216,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
   constexpr int kNTilesD = Traits::kNTilesD, kKStepsD = Traits::kKStepsD;
   constexpr int kNTilesDq = Traits::kNTilesDq, kKStepsDq = Traits::kKStepsDq;
   constexpr int kDsRowBytes = Traits::kDsRowBytes;
+  // The k loops of Sᵀ and dQ: unrolled by 2, or not at all for the large Q tiles (64 rows at
+  // d = 128, 128 at d = 64), where Sᵀ and dPᵀ alone hold 2 · kBlockM registers per lane and
+  // the fragments of a second step in flight would spill.
+  constexpr int kUnrollS = kBlockM * kHeadDim >= 8192 ? 1 : 2;
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t s0 = smem_u32(smem);
@@ -343,7 +347,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
     for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.f;
-#pragma unroll 2  // not fully: fewer fragments loaded ahead, no spills at d = 128
+#pragma unroll(kUnrollS)  // not fully: fewer fragments loaded ahead, no spills at d = 128
     for (int ks = 0; ks < kKStepsS; ++ks) {
       uint32_t ak[4], av[4];
       ldmatrix_x4(ak, sK + (a_lane ^ (32 * ks)));
@@ -491,7 +495,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
       for (int nt = 0; nt < kNTilesDq; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc_dq[nt][e] = 0.f;
-#pragma unroll 2                                // as for Sᵀ
+#pragma unroll(kUnrollS)                        // as for Sᵀ
       for (int kk = 0; kk < kKStepsDq; ++kk) {  // 16 keys per step
         uint32_t a[4];
         ldmatrix_x4_trans(a, sDs + kk * 16 * kDsRowBytes + ds_lane);

@@ -36,8 +36,19 @@ void add_d128_variants(std::vector<Variant>& out) {
   // all: b1 + p2 + s. Predicted 5–15% faster than r.
   out.push_back(
       make_variant<BwdTraits<128, 32, 128, E, 1, true, true, true>>("all", "b1 + p2 + s"));
-  // b1p2: the two analytic wins without the stagger (what the step would switch on).
+  // b1p2: the two analytic wins without the stagger (the step's tiles on a GPU with less than
+  // 183 KB of shared memory per block, kernel_traits.cuh).
   out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, true, true, false>>("b1p2", "b1 + p2"));
+  // m64b1: 64-row Q tiles (FlashAttention-2's kBlockM at d = 128) with one barrier; Sᵀ's and
+  // dQ's k loops not unrolled, which keeps it free of spills (183 KB of shared memory). Per
+  // warp and Q tile 13.6 FLOPs per byte of shared memory instead of 12.1 (each K and V
+  // fragment feeds 8 mmas), and a quarter of the barriers per FLOP of r. Predicted 10–25%
+  // faster than r: the best row at d = 128.
+  out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, false, false>>(
+      "m64b1", "64-row Q tiles + b1"));
+  // m64b1p2: the same with the v2 atomics. Predicted as m64b1, up to 5% better.
+  out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, true, false>>(
+      "m64b1p2", "64-row Q tiles + b1 + p2"));
 }
 
 }  // namespace fa::step11

@@ -37,8 +37,13 @@ void add_d64_variants(std::vector<Variant>& out) {
       "s", "staggered Q tile order per CTA"));
   // all: b1 + p2 + s. Predicted 5–15% faster than r: the three gains, roughly additive.
   out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, true, true, true>>("all", "b1 + p2 + s"));
-  // b1p2: the two analytic wins without the stagger (what the step would switch on).
+  // b1p2: the two analytic wins without the stagger.
   out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, true, true, false>>("b1p2", "b1 + p2"));
+  // m128b1p2: 128-row Q tiles (FlashAttention-2's at d = 64) + b1 + p2, 200 KB of shared
+  // memory. Its non-causal kernel spills 32 bytes (ptxas, CUDA 13.0): a data point, not a
+  // candidate. Predicted 0–10% faster than b1p2 if the spill stays off the inner loops.
+  out.push_back(make_variant<BwdTraits<64, 128, 128, E, 1, true, true, false>>(
+      "m128b1p2", "128-row Q tiles + b1 + p2 (spills 32 B)"));
 }
 
 }  // namespace fa::step11
