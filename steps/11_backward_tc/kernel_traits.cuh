@@ -232,6 +232,7 @@ struct BwdTraits {
   static_assert(kBlockM % (kNumThreads / kChunksPerRow) == 0, "Q tiles copy in whole passes");
   static_assert(kBlockM <= kNumThreads, "one thread per row copies L and D");
   static_assert((kDsRowBytes / 4) % 8 == 4, "dSᵀ rows start 16 bytes apart modulo 128");
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have (sm_90)");
 
   /// \brief Byte offset of chunk `chunk` (16 bytes, logical) of row `row` inside a K, V, Q or
   /// dO tile: step 07's XOR swizzle (its kernel_traits.cuh draws it).
