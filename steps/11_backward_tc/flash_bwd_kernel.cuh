@@ -230,8 +230,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // mma.cuh: lane (g, t) holds rows g, g+8, cols 2t, 2t+1
-  const int j0 = blockIdx.x * kBlockN;   // first key of this CTA's tile
-  const int b = blockIdx.y / p.heads_kv, h_kv = blockIdx.y % p.heads_kv;
+  // The CTA's K/V tile n_blk of ⌈N_kv / kBlockN⌉ and its (batch, K/V head) bh: grid x and y,
+  // or y and x with kHeavyFirst (launch_flash_bwd_main).
+  const int n_blk = Traits::kHeavyFirst ? blockIdx.y : blockIdx.x;
+  const int n_blocks = Traits::kHeavyFirst ? gridDim.y : gridDim.x;
+  const int bh = Traits::kHeavyFirst ? blockIdx.x : blockIdx.y;
+  const int j0 = n_blk * kBlockN;  // first key of this CTA's tile
+  const int b = bh / p.heads_kv, h_kv = bh % p.heads_kv;
   const int kv_off = b * p.kv_batch_stride + h_kv * p.kv_head_stride;
   const Element* k_head = static_cast<const Element*>(p.k) + kv_off;
   const Element* v_head = static_cast<const Element*>(p.v) + kv_off;
@@ -247,7 +252,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
   // kStagger: visit `rot` is the first, and the order wraps round (the same tiles, the same
   // sums of dK and dV in another fixed order).
   const int rot = Traits::kStagger && visits > 0
-                      ? static_cast<int>(static_cast<long long>(blockIdx.x) * visits / gridDim.x)
+                      ? static_cast<int>(static_cast<long long>(n_blk) * visits / n_blocks)
                       : 0;
 
   auto tile_of = [&](int it, int* h, int* i0) {
@@ -468,7 +473,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
 
     // Row i0 of dQ_acc; deterministic: of this CTA's slab, written with plain stores (each
     // element of a visited tile by one lane, once), else added to with atomics.
-    float* dq_rows = p.dq_acc + (p.deterministic ? blockIdx.x * p.q_elems : 0) +
+    float* dq_rows = p.dq_acc + (p.deterministic ? n_blk * p.q_elems : 0) +
                      ((b * p.heads_q + h) * p.n_q + i0) * kHeadDim;
     auto add_dq = [&](float* at, float v) {
       if (p.deterministic)
@@ -575,7 +580,9 @@ void launch_flash_bwd_main(const BwdParams& p, cudaStream_t stream) {
   const auto kernel = flash_bwd_kernel<Traits, IsCausal>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Traits::kSmemBytes));
-  const dim3 grid((p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN, p.batch * p.heads_kv);
+  const unsigned n_blocks = (p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN;
+  const unsigned bh = p.batch * p.heads_kv;
+  const dim3 grid = Traits::kHeavyFirst ? dim3(bh, n_blocks) : dim3(n_blocks, bh);
   kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }

@@ -179,8 +179,12 @@ struct BwdParams {
 //   kStagger     CTA n of a head starts its Q tiles n / ⌈N_kv / kBlockN⌉ of the way round
 //                (and wraps), so that the CTAs of a head do not add to the same rows of dQ at
 //                the same time
+//   kHeavyFirst  the grid's x and y swapped: (B · H_kv, ⌈N_kv / kBlockN⌉), so that the first
+//                K/V tile of every head starts before any second one; causal, those see the
+//                most Q tiles, and the longest CTAs no longer run last (the grid's tail)
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, int kMinBlocks_ = 1,
-          bool kOneBarrier_ = false, bool kDqPairs_ = false, bool kStagger_ = false>
+          bool kOneBarrier_ = false, bool kDqPairs_ = false, bool kStagger_ = false,
+          bool kHeavyFirst_ = false>
 struct BwdTraits {
   using Element = Element_;                       // __nv_bfloat16 or __half
   static constexpr int kHeadDim = kHeadDim_;      // d
@@ -193,6 +197,7 @@ struct BwdTraits {
   static constexpr bool kOneBarrier = kOneBarrier_;
   static constexpr bool kDqPairs = kDqPairs_;
   static constexpr bool kStagger = kStagger_;
+  static constexpr bool kHeavyFirst = kHeavyFirst_;
   static constexpr int kDsBuffers = kOneBarrier ? 2 : 1;  // dSᵀ tiles: tile t's, t − 1's
 
   static constexpr int kNTilesS = kBlockM / 8;    // n8 tiles of a warp's Sᵀ (query rows)

@@ -29,7 +29,8 @@ Variant make_variant(std::string name, std::string change) {
              std::to_string(T::kNumWarps) + " warps, " + std::to_string(T::kMinBlocks) +
              " CTA/SM, " + (T::kOneBarrier ? "1 barrier" : "2 barriers") + "/tile, dQ " +
              (T::kDqPairs ? "v2 atomics" : "f32 atomics") +
-             (T::kStagger ? ", staggered tiles" : ", tiles in order");
+             (T::kStagger ? ", staggered tiles" : ", tiles in order") +
+             (T::kHeavyFirst ? ", grid (B·H, keys)" : "");
   v.head_dim = T::kHeadDim;
   v.smem_bytes = T::kSmemBytes;
   v.backward_workspace_bytes = [](const Problem& p) {

@@ -49,6 +49,12 @@ void add_d128_variants(std::vector<Variant>& out) {
   // m64b1p2: the same with the v2 atomics. Predicted as m64b1, up to 5% better.
   out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, true, false>>(
       "m64b1p2", "64-row Q tiles + b1 + p2"));
+  // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
+  // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
+  // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO
+  // hit the L2 less. Full: level.
+  out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, false, false, false, true>>(
+      "hf", "heaviest K/V tiles first (grid y = key tiles)"));
 }
 
 }  // namespace fa::step11

@@ -44,6 +44,12 @@ void add_d64_variants(std::vector<Variant>& out) {
   // candidate. Predicted 0–10% faster than b1p2 if the spill stays off the inner loops.
   out.push_back(make_variant<BwdTraits<64, 128, 128, E, 1, true, true, false>>(
       "m128b1p2", "128-row Q tiles + b1 + p2 (spills 32 B)"));
+  // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
+  // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
+  // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO
+  // hit the L2 less. Full: level.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, false, false, false, true>>(
+      "hf", "heaviest K/V tiles first (grid y = key tiles)"));
 }
 
 }  // namespace fa::step11
