@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/problem.h"
 
@@ -88,6 +89,9 @@ struct BwdParams {
 // Pᵀ is written only on the exact path):
 //     d = 64,  kBlockM = 64:  32 KB + 32 KB + 2 · 18 KB + 1 KB = 101 KB
 //     d = 128, kBlockM = 32:  64 KB + 32 KB + 2 · 10 KB + 0.5 KB = 116.5 KB
+// and with one barrier per Q tile (kOneBarrier, below: a second dSᵀ tile), as BwdConfig runs
+// them: 119 KB at d = 64, and at d = 128 with kBlockM = 64 (which that makes room for, Sᵀ's
+// and dQ's k loops not unrolled) 64 KB + 64 KB + 3 · 18 KB + 1 KB = 183 KB.
 // One CTA (8 warps) per SM: the registers (~250 · 256 threads) allow no second one.
 //
 // FLOPs per byte. Per Q tile a CTA computes five products of 2 · kBlockM · kBlockN · d FLOPs
@@ -250,17 +254,30 @@ struct BwdTraits {
   }
 };
 
-/// \brief The tiles per head dim (see above). Not yet tuned: one configuration per d, sized by
-/// the register arithmetic; both masks and dtypes use it.
+/// \brief Which configuration the step runs. true: the one bin/variants_11 predicts fastest —
+/// one barrier per Q tile and dQ's atomics in pairs at both d, and 64-row Q tiles at d = 128
+/// (its rows b1p2 and m64b1p2). false: the configuration first measured (64 × 128 at d = 64,
+/// 32 × 128 at d = 128, every switch off; its row r). Both pass the same tests.
+constexpr bool kTunedBwd = true;
+
+/// \brief The tiles and switches per head dim; both masks and dtypes use them. `Traits` runs
+/// where the device's shared memory per block allows it, `Fallback` elsewhere (check_device
+/// asks only that `Fallback` fits; both have kBlockN = 128).
 template <int kHeadDim, class Element>
 struct BwdConfig;
 template <class Element>
-struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 101 KB smem
-  using Traits = BwdTraits<64, 64, 128, Element>;
+struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 119 KB smem (untuned 101 KB)
+  using Traits = std::conditional_t<kTunedBwd, BwdTraits<64, 64, 128, Element, 1, true, true>,
+                                    BwdTraits<64, 64, 128, Element>>;
+  using Fallback = Traits;
 };
 template <class Element>
-struct BwdConfig<128, Element> {  // 32 rows × 128 keys, 8 warps: 116.5 KB smem
-  using Traits = BwdTraits<128, 32, 128, Element>;
+struct BwdConfig<128, Element> {  // 64 (untuned 32) rows × 128 keys, 8 warps: 183 KB smem
+  using Traits = std::conditional_t<kTunedBwd, BwdTraits<128, 64, 128, Element, 1, true, true>,
+                                    BwdTraits<128, 32, 128, Element>>;
+  // 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for an A100's 163 KB.
+  using Fallback =
+      std::conditional_t<kTunedBwd, BwdTraits<128, 32, 128, Element, 1, true, true>, Traits>;
 };
 
 /// \brief The kernels' parameters for problem `prob` (api.cu).

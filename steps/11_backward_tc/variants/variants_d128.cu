@@ -11,9 +11,9 @@ namespace fa::step11 {
 void add_d128_variants(std::vector<Variant>& out) {
   using E = __nv_bfloat16;
   //                            d    M    N  E  CTAs/SM  1 barrier  v2 dQ  stagger
-  // r: the registered tiles, launched by this program: the step's row within noise.
+  // r: the configuration first measured (kTunedBwd = false, kernel_traits.cuh): the baseline.
   out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, false, false, false>>(
-      "r", "the registered configuration (BwdConfig<128>)"));
+      "r", "first measured (BwdConfig<128> with kTunedBwd = false)"));
   // m16: 16-row Q tiles. Predicted 15–25% slower: every K and V fragment feeds two mmas
   // instead of four, and a Q tile's two barriers buy half the work.
   out.push_back(make_variant<BwdTraits<128, 16, 128, E, 1, false, false, false>>(

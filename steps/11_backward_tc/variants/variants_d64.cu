@@ -11,9 +11,9 @@ namespace fa::step11 {
 void add_d64_variants(std::vector<Variant>& out) {
   using E = __nv_bfloat16;
   //                            d    M    N  E  CTAs/SM  1 barrier  v2 dQ  stagger
-  // r: the registered tiles, launched by this program: the step's row within noise.
+  // r: the configuration first measured (kTunedBwd = false, kernel_traits.cuh): the baseline.
   out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, false, false, false>>(
-      "r", "the registered configuration (BwdConfig<64>)"));
+      "r", "first measured (BwdConfig<64> with kTunedBwd = false)"));
   // m32: half the rows per Q tile. Predicted 5–15% slower: twice the barriers and L/D loads
   // per FLOP, each K and V fragment feeding half the mmas.
   out.push_back(make_variant<BwdTraits<64, 32, 128, E, 1, false, false, false>>(
