@@ -1,11 +1,14 @@
 #include "common/launch.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 
 #include "common/cuda_check.h"
 #include "common/decode_registry.h"
+#include "common/device_problem.h"
 
 namespace fa {
 
@@ -94,6 +97,23 @@ void run_decode(const DecodeStepInfo& step, const DecodeProblem& p, const Decode
     throw std::invalid_argument(e);
   (attend_only ? step.attend : step.run)(p, t, num_splits, workspace, stream);
   CUDA_CHECK_LAUNCH();
+}
+
+void forward_for_backward(const StepInfo& forward, const HostInputs& in, std::vector<float>* o,
+                          std::vector<float>* lse) {
+  const Problem& p = in.problem;
+  {
+    DeviceProblem fwd(in, forward.workspace_bytes ? forward.workspace_bytes(p) : 0);
+    run_step(forward, p, fwd.tensors(), fwd.workspace());
+    fwd.download(o, lse);
+  }
+  const bool o_ok = std::all_of(o->begin(), o->end(), [](float x) { return std::isfinite(x); });
+  const bool l_ok = std::none_of(lse->begin(), lse->end(),
+                                 [](float x) { return std::isnan(x) || x == INFINITY; });
+  if (!o_ok || !l_ok)
+    throw std::runtime_error(std::string("forward step ") + forward.name + " gave a " +
+                             (o_ok ? "NaN or +inf in L" : "non-finite O") + " for " + p.describe() +
+                             "; no backward is timed on it");
 }
 
 }  // namespace fa

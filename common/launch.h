@@ -7,8 +7,10 @@
 
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "common/decode_registry.h"
+#include "common/inputs.h"
 #include "common/registry.h"
 
 namespace fa {
@@ -34,6 +36,16 @@ DeviceLimits device_limits(int device);
 /// \param stream the CUDA stream the kernels are launched on (asynchronously)
 void run_step(const StepInfo& step, const Problem& p, const DeviceTensors& t, void* workspace,
               cudaStream_t stream = nullptr);
+
+/// \brief O and L of the registered step `forward` on `in`, made to time a backward on: the
+/// forward runs once, untimed, on device buffers of its own that are freed before this
+/// returns. A row that sees no key has L = −inf and O = 0; any other non-finite value (a NaN
+/// or +inf in L, a non-finite O) is a broken forward, and a backward timed on it would time
+/// another code path: std::runtime_error naming the step and the problem.
+/// \param forward a step with a forward pass \param in the inputs \param o receives O (Q's
+/// layout) \param lse receives L
+void forward_for_backward(const StepInfo& forward, const HostInputs& in, std::vector<float>* o,
+                          std::vector<float>* lse);
 
 /// \brief The backward's run_step: checks everything (check_backward_launch against the
 /// current device's limits, and the workspace), throws std::invalid_argument with the message

@@ -2,7 +2,7 @@
 """cli_refusals.py — every program refuses bad input the same way, without a GPU.
 
 Runs one program (tour, a step's program, 00_cpu_reference, bench_all, a bench_NN, sweep,
-variants_07, ceilings, a backward step's bench_NN, bench_decode) with each bad input of its table below and
+variants_07, variants_11, ceilings, a backward step's bench_NN, bench_decode) with each bad input of its table below and
 checks: exit status 2, exactly one "error:" line on stderr, and that line names the option
 and its accepted range (a regex); and that --help still exits 0. For the tour, also a long
 sequence that it must accept: it checks sampled rows, says so, and stays within bounded host
@@ -221,6 +221,7 @@ CASES = {
     "bench_" + STEP_PROGRAM: BENCH_STEP,
     "sweep": SWEEP,
     "variants_07": VARIANTS,
+    "variants_11": VARIANTS,  # the same program (steps/harness/variants_table.h), backward
     "ceilings": CEILINGS,
     "bench_11_backward_tc": BENCH_BACKWARD,
     "bench_decode": BENCH_DECODE,

@@ -45,11 +45,17 @@
 // The kernels (CUDA 13.0, sm_90, nvcc -Xptxas -v; kernel_traits.cuh has the arithmetic behind
 // them; fp16 and bf16 compile to the same counts):
 //
-//   d    tile (rows × keys)  warps  smem      registers non-causal / causal  stack (spills)
-//   64   64 × 128            8      101 KB    241 / 248                      none
-//   128  32 × 128            8      116.5 KB  250 / 255                      none
+//   d    tile (rows × keys)  warps  switches         smem      registers       stack (spills)
+//                                                                 non-causal /
+//                                                                 causal
+//   64   64 × 128            8      1 barrier, v2    119 KB    236 / 245       none
+//   128  64 × 128            8      1 barrier, v2    183 KB    255 / 254       none
+//   128  32 × 128 (fallback) 8      1 barrier, v2    126.5 KB  245 / 255       none
 //
-// and the D and convert kernels 30 and 28 registers. One CTA per SM. d = 128 is at the edge:
+// (kernel_traits.cuh, BwdConfig: the fallback runs where a block cannot have 183 KB of shared
+// memory, e.g. an A100; kTunedBwd = false gives back the configuration first measured, 64 × 128
+// and 32 × 128 with no switch, 101 and 116.5 KB, 240 / 245 and 244 / 255 registers), and the
+// D and convert kernels 30 and 28 registers. One CTA per SM. d = 128 is at the edge:
 // kernel_traits.cuh lists what it took to keep it free of spills.
 //
 // Compile one file alone, with its register counts:
@@ -60,9 +66,11 @@
 //   cmake --build build --target test_11_backward_tc probe_11_backward_tc &&
 //     build/bin/probe_11_backward_tc && ctest --test-dir build -L 11_backward_tc
 //
-// Not yet: measured against torch_flash (the prediction is in kernel_traits.cuh; the step's
-// own time: bin/bench_11_backward_tc); tiles not tuned; the deterministic mode's memory not
-// bounded (no chunking of the slabs).
+// Measured against torch_flash: kernel_traits.cuh (the configuration first measured, 0.6–0.8 ×
+// torch_flash); bin/variants_11 times the tiles and switches (the step's own time:
+// bin/bench_11_backward_tc). Not yet: FlashAttention-2's 2-D warp layout (kernel_traits.cuh
+// says why it is the larger gap); the deterministic mode's memory not bounded (no chunking of
+// the slabs).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -76,10 +84,14 @@
 
 namespace fa::step11 {
 
-/// The main kernel's CTAs along the keys: ⌈N_kv / kBlockN⌉ (kBlockN is 128 for every d).
+/// The main kernel's CTAs along the keys: ⌈N_kv / kBlockN⌉ (kBlockN is 128 for every d and
+/// for both of its configurations, BwdConfig's Traits and Fallback).
 static long long kv_blocks(const Problem& prob) {
-  static_assert(BwdConfig<64, __half>::Traits::kBlockN == BwdConfig<128, __half>::Traits::kBlockN,
-                "one kBlockN for every head dim");
+  static_assert(
+      BwdConfig<64, __half>::Traits::kBlockN == BwdConfig<128, __half>::Traits::kBlockN &&
+          BwdConfig<64, __half>::Fallback::kBlockN == BwdConfig<64, __half>::Traits::kBlockN &&
+          BwdConfig<128, __half>::Fallback::kBlockN == BwdConfig<128, __half>::Traits::kBlockN,
+      "one kBlockN for every head dim and configuration");
   constexpr int kBlockN = BwdConfig<64, __half>::Traits::kBlockN;
   return (prob.n_kv + kBlockN - 1) / kBlockN;
 }
@@ -130,15 +142,16 @@ std::size_t workspace_bytes(const Problem& p) {
   return sizeof(float) * static_cast<std::size_t>(p.q_elems() * slabs + p.lse_elems());
 }
 
-/// The main kernel's tiles for head dim d (both dtypes use the same; bf16 stands in).
+/// The main kernel's smallest tiles for head dim d, the ones every device the step accepts can
+/// run (BwdConfig's Fallback; both dtypes use the same, bf16 stands in).
 template <class F>
 bool with_traits(int head_dim, F&& f) {
   switch (head_dim) {
     case 64:
-      f(typename BwdConfig<64, __nv_bfloat16>::Traits{});
+      f(typename BwdConfig<64, __nv_bfloat16>::Fallback{});
       return true;
     case 128:
-      f(typename BwdConfig<128, __nv_bfloat16>::Traits{});
+      f(typename BwdConfig<128, __nv_bfloat16>::Fallback{});
       return true;
     default:
       return false;

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/problem.h"
 
@@ -88,6 +89,9 @@ struct BwdParams {
 // Pᵀ is written only on the exact path):
 //     d = 64,  kBlockM = 64:  32 KB + 32 KB + 2 · 18 KB + 1 KB = 101 KB
 //     d = 128, kBlockM = 32:  64 KB + 32 KB + 2 · 10 KB + 0.5 KB = 116.5 KB
+// and with one barrier per Q tile (kOneBarrier, below: a second dSᵀ tile), as BwdConfig runs
+// them: 119 KB at d = 64, and at d = 128 with kBlockM = 64 (which that makes room for, Sᵀ's
+// and dQ's k loops not unrolled) 64 KB + 64 KB + 3 · 18 KB + 1 KB = 183 KB.
 // One CTA (8 warps) per SM: the registers (~250 · 256 threads) allow no second one.
 //
 // FLOPs per byte. Per Q tile a CTA computes five products of 2 · kBlockM · kBlockN · d FLOPs
@@ -120,9 +124,71 @@ struct BwdParams {
 // exposed latency of one CTA of 8 warps per SM, expect 50–65% of the cap: 5.7–7.5 ms,
 // 180–240 TFLOP/s. FlashAttention-2's own Sm80 backward holds more of Q, dO in registers and
 // uses wider tiles at d = 128; expect this step 1.5–2.5 × slower than torch_flash there, closer
-// at d = 64. Not yet measured.
+// at d = 64.
+//
+// Measured (H200, bf16, bench_all --pass backward, B·N = 16384, H·d = 2048, [B, N, H, d]),
+// N = 1024 / 4096 / 16384, TFLOP/s at 2.5 × the forward's FLOPs:
+//   d = 128 full   180.2 / 193.7 / 198.0    torch_flash 228.4 / 288.1 / 305.6
+//   d = 128 causal 129.7 / 161.9 / 183.6    torch_flash 169.3 / 257.1 / 310.1
+//   d = 64  full   169.4 / 186.6 / 189.9    d = 64 causal 120.9 / 157.5 / 174.3
+// Inside the predicted 180–240, and 0.6–0.8 × torch_flash.
+//
+// What limits it. 194 TFLOP/s is ~740 FLOPs per clock per SM (132 SMs, ~1.98 GHz): 45–50% of
+// the shared-memory cap above and under a third of mma.sync's rate, so neither pipe is full;
+// the time goes to latency that one CTA of 8 warps (two per SM sub-partition, 241–255
+// registers, no room for a second CTA) cannot hide:
+//  * Barriers. Two __syncthreads per Q tile (three on the causal diagonal, __syncthreads_or).
+//    A Q tile is ~7,000 clocks of the CTA's time at d = 128 (5.2 MFLOP at 740 per clock),
+//    ~14,000 at d = 64; at each barrier all 8 warps wait for the slowest, and nothing of the
+//    next phase can be issued early (its ldmatrix reads what the barrier publishes).
+//  * Shared-memory bytes per FLOP: 12.1–12.8 (above). The 1-D split (16 keys per warp) makes
+//    every warp read ALL of the Q and dO tiles twice per tile (B of Sᵀ and dPᵀ, then
+//    transposed for dK and dV): 8 · kBlockM · d bytes, 60–64% of its shared-memory traffic.
+//  * The dQ atomics: kBlockM · d fp32 reductions per Q tile per CTA (16 KB at either d),
+//    issued by every lane one float at a time (32 per lane per tile), all CTAs of a head
+//    adding to the same rows at about the same time (they visit the Q tiles in the same
+//    order). How much of this the L2 hides is not measured here; b1, p2 and s of the table
+//    below tell.
+//  * Small Q tiles: kBlockM is what the registers leave (32 at d = 128), so each tile's fixed
+//    costs (barriers, L and D, the exp2 and masks, the atomics' issue) weigh on few FLOPs.
+//
+// What FlashAttention-2's Sm80 backward does differently (its public code and paper, Dao 2023;
+// Flash_bwd_kernel_traits at d = 128: 64 × 128 tiles, 8 warps; at d = 64 on GPUs with ≥ 144 KB
+// of shared memory: 128 × 128):
+//  * Twice our Q tile (kBlockM 64 at d = 128, 128 at d = 64) with the same 128 keys, so half
+//    the barriers and per-tile costs per FLOP.
+//  * 2-D warp layouts, one per product. d = 128: S and dP as 2 (rows) × 4 (keys) warps, 32 × 32
+//    per warp; dK and dV as 4 (keys) × 2 (dims), 32 keys × 64 dims; dQ as 2 (rows) × 4 (dims).
+//    d = 64: S and dP 4 × 2 (32 rows × 64 keys), dK and dV 4 × 2 (32 × 32), dQ 4 × 2. Each
+//    fragment a warp loads feeds more mmas; counting as above, ~17 FLOPs per byte of shared
+//    memory at d = 128 (ours 12.1), ~16 at d = 64 (ours 12.8).
+//  * The price: P and dS both go through shared memory (written once per tile, read as Pᵀ and
+//    dSᵀ for dV and dK and as dS for dQ), with the barriers that needs; we keep Pᵀ and dSᵀ in
+//    registers for dV and dK and write only dSᵀ.
+//  * dQ the same way as ours: fp32 atomicAdd into an accumulator, one element at a time, and a
+//    convert kernel after; dK and dV per CTA, as ours.
+// So the gap is mostly structural (the warp layout and the tile it allows), not a switch;
+// bin/variants_11 measures what the switches below can buy without changing the layout.
 // ---------------------------------------------------------------------------------------------
-template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_>
+//
+// The switches after the tiles (all off in the configuration above; bin/variants_11 measures
+// each one alone, and variants/variants_d64.cu and variants_d128.cu predict what each buys):
+//   kMinBlocks   CTAs per SM promised to ptxas (__launch_bounds__): 2 needs kBlockN = 64 (4
+//                warps) so that two CTAs' registers fit, and caps them at 255 anyway
+//   kOneBarrier  one __syncthreads per Q tile instead of two: dSᵀ double-buffered (+18 KB at
+//                d = 64, +10 KB at d = 128), and the next Q tile's copies waited for at the
+//                barrier that publishes dSᵀ; the exact path keeps a second barrier
+//   kDqPairs     dQ's atomics two floats at a time (red.global.add.v2.f32, sm_90): half the
+//                atomic instructions, the same bytes
+//   kStagger     CTA n of a head starts its Q tiles n / ⌈N_kv / kBlockN⌉ of the way round
+//                (and wraps), so that the CTAs of a head do not add to the same rows of dQ at
+//                the same time
+//   kHeavyFirst  the grid's x and y swapped: (B · H_kv, ⌈N_kv / kBlockN⌉), so that the first
+//                K/V tile of every head starts before any second one; causal, those see the
+//                most Q tiles, and the longest CTAs no longer run last (the grid's tail)
+template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, int kMinBlocks_ = 1,
+          bool kOneBarrier_ = false, bool kDqPairs_ = false, bool kStagger_ = false,
+          bool kHeavyFirst_ = false>
 struct BwdTraits {
   using Element = Element_;                       // __nv_bfloat16 or __half
   static constexpr int kHeadDim = kHeadDim_;      // d
@@ -131,6 +197,12 @@ struct BwdTraits {
   static constexpr int kNumWarps = kBlockN / 16;  // one m16 tile of keys per warp
   static constexpr int kNumThreads = 32 * kNumWarps;
   static constexpr int kStages = 2;  // Q, dO, L, D buffers: tile t computed, t + 1 in flight
+  static constexpr int kMinBlocks = kMinBlocks_;
+  static constexpr bool kOneBarrier = kOneBarrier_;
+  static constexpr bool kDqPairs = kDqPairs_;
+  static constexpr bool kStagger = kStagger_;
+  static constexpr bool kHeavyFirst = kHeavyFirst_;
+  static constexpr int kDsBuffers = kOneBarrier ? 2 : 1;  // dSᵀ tiles: tile t's, t − 1's
 
   static constexpr int kNTilesS = kBlockM / 8;    // n8 tiles of a warp's Sᵀ (query rows)
   static constexpr int kKStepsS = kHeadDim / 16;  // k16 steps of Sᵀ = K Qᵀ (over d)
@@ -152,10 +224,10 @@ struct BwdTraits {
   static constexpr int kRowVecBytes = kBlockM * 4;  // L or D of one Q tile (one stage)
   static constexpr int kOffK = 0;
   static constexpr int kOffV = kOffK + kKVBytes;
-  static constexpr int kOffQ = kOffV + kKVBytes;                // [kStages][kBlockM][kHeadDim]
-  static constexpr int kOffDo = kOffQ + kStages * kQBytes;      // [kStages][kBlockM][kHeadDim]
-  static constexpr int kOffDs = kOffDo + kStages * kQBytes;     // [kBlockN][kBlockM + 8]
-  static constexpr int kOffP = kOffDs + kDsBytes;               // the same, Pᵀ: exact path only
+  static constexpr int kOffQ = kOffV + kKVBytes;             // [kStages][kBlockM][kHeadDim]
+  static constexpr int kOffDo = kOffQ + kStages * kQBytes;   // [kStages][kBlockM][kHeadDim]
+  static constexpr int kOffDs = kOffDo + kStages * kQBytes;  // [kDsBuffers][kBlockN][kBlockM + 8]
+  static constexpr int kOffP = kOffDs + kDsBuffers * kDsBytes;  // Pᵀ, the same: exact path only
   static constexpr int kOffL = kOffP + kDsBytes;                // [kStages][kBlockM] fp32
   static constexpr int kOffD = kOffL + kStages * kRowVecBytes;  // [kStages][kBlockM] fp32
   static constexpr int kSmemBytes = kOffD + kStages * kRowVecBytes;
@@ -169,6 +241,7 @@ struct BwdTraits {
   static_assert(kBlockM % (kNumThreads / kChunksPerRow) == 0, "Q tiles copy in whole passes");
   static_assert(kBlockM <= kNumThreads, "one thread per row copies L and D");
   static_assert((kDsRowBytes / 4) % 8 == 4, "dSᵀ rows start 16 bytes apart modulo 128");
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have (sm_90)");
 
   /// \brief Byte offset of chunk `chunk` (16 bytes, logical) of row `row` inside a K, V, Q or
   /// dO tile: step 07's XOR swizzle (its kernel_traits.cuh draws it).
@@ -181,17 +254,30 @@ struct BwdTraits {
   }
 };
 
-/// \brief The tiles per head dim (see above). Not yet tuned: one configuration per d, sized by
-/// the register arithmetic; both masks and dtypes use it.
+/// \brief Which configuration the step runs. true: the one bin/variants_11 predicts fastest —
+/// one barrier per Q tile and dQ's atomics in pairs at both d, and 64-row Q tiles at d = 128
+/// (its rows b1p2 and m64b1p2). false: the configuration first measured (64 × 128 at d = 64,
+/// 32 × 128 at d = 128, every switch off; its row r). Both pass the same tests.
+constexpr bool kTunedBwd = true;
+
+/// \brief The tiles and switches per head dim; both masks and dtypes use them. `Traits` runs
+/// where the device's shared memory per block allows it, `Fallback` elsewhere (check_device
+/// asks only that `Fallback` fits; both have kBlockN = 128).
 template <int kHeadDim, class Element>
 struct BwdConfig;
 template <class Element>
-struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 101 KB smem
-  using Traits = BwdTraits<64, 64, 128, Element>;
+struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 119 KB smem (untuned 101 KB)
+  using Traits = std::conditional_t<kTunedBwd, BwdTraits<64, 64, 128, Element, 1, true, true>,
+                                    BwdTraits<64, 64, 128, Element>>;
+  using Fallback = Traits;
 };
 template <class Element>
-struct BwdConfig<128, Element> {  // 32 rows × 128 keys, 8 warps: 116.5 KB smem
-  using Traits = BwdTraits<128, 32, 128, Element>;
+struct BwdConfig<128, Element> {  // 64 (untuned 32) rows × 128 keys, 8 warps: 183 KB smem
+  using Traits = std::conditional_t<kTunedBwd, BwdTraits<128, 64, 128, Element, 1, true, true>,
+                                    BwdTraits<128, 32, 128, Element>>;
+  // 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for an A100's 163 KB.
+  using Fallback =
+      std::conditional_t<kTunedBwd, BwdTraits<128, 32, 128, Element, 1, true, true>, Traits>;
 };
 
 /// \brief The kernels' parameters for problem `prob` (api.cu).

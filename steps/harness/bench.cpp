@@ -96,21 +96,8 @@ fa::DeviceBackward& backward_inputs_for(const fa::Problem& p, const fa::StepInfo
     cache.d_o = fa::make_inputs(p, fa::Distribution::Normal, 2025).q;  // random, in Q's shape
     cache.host_shape = p;
   }
-  std::vector<float> o, lse;
-  {  // the forward, untimed; its device buffers are freed before the backward's are made
-    fa::DeviceProblem fwd(*cache.in, forward.workspace_bytes ? forward.workspace_bytes(p) : 0);
-    fa::run_step(forward, p, fwd.tensors(), fwd.workspace());
-    fwd.download(&o, &lse);
-  }
-  // A row that sees no key has L = -inf and O = 0; anything else not finite is a broken
-  // forward, and a backward timed on it would time another code path.
-  const bool o_ok = std::all_of(o.begin(), o.end(), [](float x) { return std::isfinite(x); });
-  const bool l_ok =
-      std::none_of(lse.begin(), lse.end(), [](float x) { return std::isnan(x) || x == INFINITY; });
-  if (!o_ok || !l_ok)
-    throw std::runtime_error(std::string("forward step ") + forward.name + " gave a " +
-                             (o_ok ? "NaN or +inf in L" : "non-finite O") + " for " + p.describe() +
-                             "; no backward is timed on it");
+  std::vector<float> o, lse;  // the forward, untimed, its buffers freed before the backward's
+  fa::forward_for_backward(forward, *cache.in, &o, &lse);
   cache.dev = std::make_unique<fa::DeviceBackward>(*cache.in, o, lse, cache.d_o, 0);
   cache.shape = p;
   cache.forward = &forward;

@@ -2,11 +2,14 @@
 #include "variants_table.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "common/cuda_check.h"
@@ -21,24 +24,66 @@
 namespace fa::variants {
 namespace {
 
-/// The check of one variant: "" when every problem passes, else the first failure. The last
-/// two have more query blocks than a GPU has SMs (300 and more), so that a persistent grid's
-/// CTAs each take several: blocks of 3 K/V tiles (an odd count: the next block starts on the
-/// other ring stage), then causal blocks that see 0 or 1 tile (N_kv < N_q).
-std::string check_variant(const Variant& v) {
-  const Problem problems[] = {
-      make_problem(1, 4, 2, 77, 300, v.head_dim, true),
-      make_problem(2, 2, 2, 300, 129, v.head_dim, false, Layout::BHND),
-      make_problem(1, 2, 1, 256, 256, v.head_dim, true),
-      make_problem(1, 2, 2, 129, 1000, v.head_dim, false),
-      make_problem(2, 150, 30, 8, 300, v.head_dim, false),
-      make_problem(1, 96, 12, 400, 40, v.head_dim, true),
+/// The problems a variant is checked on, bf16. The fifth and sixth have more query blocks than
+/// a GPU has SMs (300 and more), so that a persistent grid's CTAs each take several: blocks of
+/// 3 K/V tiles (an odd count: the next block starts on the other ring stage), then causal
+/// blocks that see 0 or 1 tile (N_kv < N_q). A backward table adds a causal problem with
+/// N_kv > N_q and many K/V tiles (rows that see no key of a tile, the CTAs' unequal work),
+/// and one in the deterministic mode (Problem::deterministic), which every backward step
+/// accepts (registry.h).
+std::vector<Problem> check_problems(int d, bool backward) {
+  std::vector<Problem> out = {
+      make_problem(1, 4, 2, 77, 300, d, true),
+      make_problem(2, 2, 2, 300, 129, d, false, Layout::BHND),
+      make_problem(1, 2, 1, 256, 256, d, true),
+      make_problem(1, 2, 2, 129, 1000, d, false),
+      make_problem(2, 150, 30, 8, 300, d, false),
+      make_problem(1, 96, 12, 400, 40, d, true),
   };
+  if (backward) {
+    out.push_back(make_problem(1, 3, 1, 200, 1100, d, true));
+    out.push_back(make_problem(2, 4, 2, 190, 300, d, true, Layout::BHND));
+    out.back().deterministic = true;
+  }
+  for (Problem& p : out) p.dtype = DType::BF16;
+  return out;
+}
+
+/// The backward check of one variant: dQ, dK, dV judged as the backward suite judges them
+/// (ref::verdict_backward), O and L from the double reference, gradients and workspace
+/// poisoned with NaN first.
+std::string check_backward_variant(const Variant& v) {
+  static std::map<std::string, ref::ExpectedBackward> references;  // once per problem
+  std::uint64_t seed = 4321;
+  for (const Problem& p : check_problems(v.head_dim, true)) {
+    const HostInputs in = make_inputs(p, Distribution::Normal, ++seed);
+    const std::string key = p.describe() + " seed " + std::to_string(seed);
+    auto it = references.find(key);
+    if (it == references.end())
+      it = references
+               .emplace(key, ref::expected_backward(
+                                 in, make_inputs(p, Distribution::Normal, seed ^ 0x5bd1e995u).q))
+               .first;
+    const ref::ExpectedBackward& want = it->second;
+    DeviceBackward dev(in, want.o, want.lse, want.d_o, v.backward_workspace_bytes(p));
+    dev.poison();
+    v.backward(p, dev.tensors(), dev.workspace());
+    CUDA_CHECK(cudaGetLastError());
+    std::vector<float> dq, dk, dv;
+    dev.download(&dq, &dk, &dv);
+    const std::string e = ref::verdict_backward(p, dq, dk, dv, want);
+    if (!e.empty()) return p.describe() + ": " + e;
+  }
+  return {};
+}
+
+/// The check of one variant: "" when every problem passes, else the first failure.
+std::string check_variant(const Variant& v, bool backward) {
+  if (backward) return check_backward_variant(v);
   // The references, computed once per problem for all the variants of a head dim.
   static std::map<std::string, ref::Expected> references;
   std::uint64_t seed = 1234;
-  for (Problem p : problems) {
-    p.dtype = DType::BF16;
+  for (const Problem& p : check_problems(v.head_dim, false)) {
     const HostInputs in = make_inputs(p, Distribution::Normal, ++seed);
     DeviceProblem dev(in, 0);  // outputs poisoned (NaN) on upload
     v.run(p, dev.tensors());
@@ -70,7 +115,33 @@ struct Row {
   std::vector<double> tflops;  // per (causal, N)
 };
 
+/// A backward table's random inputs of one shape: Q, K, V and dO, the same with and without
+/// causal masking (drawn once per N: most of the table's host time).
+struct HostBackward {
+  HostInputs in;
+  std::vector<float> d_o;
+};
+
+/// A backward table's timed inputs for `p`: `host` (drawn for p's shape, its causal flag set to
+/// p's here), O and L from the registered step `forward` (untimed, checked as bench_all checks
+/// them), and a workspace of `workspace_bytes`.
+std::unique_ptr<DeviceBackward> backward_inputs(const Problem& p, HostBackward& host,
+                                                const StepInfo& forward,
+                                                std::size_t workspace_bytes) {
+  host.in.problem = p;
+  std::vector<float> o, lse;
+  forward_for_backward(forward, host.in, &o, &lse);
+  return std::make_unique<DeviceBackward>(host.in, o, lse, host.d_o, workspace_bytes);
+}
+
 }  // namespace
+
+void set_kernel_counts(Variant& v, const void* kernel) {
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  v.regs = attr.numRegs;
+  v.spill = static_cast<int>(attr.localSizeBytes);
+}
 
 int run_main(const Table& table, int argc, char** argv) try {
   CLI::App app{table.title + " (bf16, the benchmark's shapes)"};
@@ -116,26 +187,49 @@ int run_main(const Table& table, int argc, char** argv) try {
     return 77;
   }
   const DeviceLimits limits = device_limits(0);
+  const bool bwd = table.backward;
+  const StepInfo* forward = nullptr;  // backward: makes O and L
+  if (bwd) {
+    forward = find_step(table.forward_step);
+    if (!forward || !forward->run)
+      throw std::logic_error(table.program + ": forward step '" + table.forward_step +
+                             "' is not linked in or has no forward pass");
+  }
 
   std::ostringstream md;
   md << "# " << table.title << " (bf16, B·N = 16384, H·d = 2048, [B, N, H, d])\n\n";
   if (!meta.empty()) md << meta << "\n\n";
-  md << "TFLOP/s (4·B·H·N²·d, halved when causal), median of " << reps << " runs after " << warmup
+  md << (bwd ? "Backward TFLOP/s (2.5 × the forward's 4·B·H·N²·d, halved when causal: dQ, dK and "
+               "dV, every kernel of the pass, on O and L from " +
+                   table.forward_step + ")"
+             : std::string("TFLOP/s (4·B·H·N²·d, halved when causal)"))
+     << ", median of " << reps << " runs after " << warmup
      << " warm-ups, every configuration in one process (build/bin/" << table.program << "), "
      << (spin_cycles > 0 ? "each timed call after a GPU spin of " + std::to_string(spin_cycles) +
                                " cycles as in bench_all. "
                          : "timed back to back. ")
-     << "Each variant first passes the tests' judge against the double reference on six "
-        "small awkward problems (tails, N_q ≠ N_kv, causal, GQA, both layouts, more query "
-        "blocks than SMs). regs / spill: "
-        "registers per thread and local-memory bytes of the non-causal kernel.\n";
+     << "Each variant first passes the tests' judge against the double reference on "
+     << check_problems(64, bwd).size()
+     << " small awkward problems (tails, N_q ≠ N_kv, causal, GQA, both layouts, more query "
+        "blocks than SMs"
+     << (bwd ? "; gradients judged by the backward suite's verdict, one problem in the "
+               "deterministic mode"
+             : "")
+     << "). regs / spill: registers per thread and local-memory bytes of the non-causal "
+     << (bwd ? "main kernel" : "kernel") << ".\n";
 
   for (int d : dims) {
     const std::vector<Variant> variants = table.variants_for(d);
     std::vector<Row> rows;
     for (const std::string& name : table.steps) {
       const StepInfo* s = find_step(name);
-      if (!s || !device_refusal(*s, limits).empty()) continue;
+      if (!s || (bwd ? !s->backward : !s->run)) continue;
+      if (!bwd && !device_refusal(*s, limits).empty()) continue;
+      if (bwd && s->check_backward_device) {  // asked about the largest shape it will time
+        Problem big = make_problem(16384 / ns.back(), 2048 / d, 2048 / d, ns.back(), ns.back(), d);
+        big.dtype = DType::BF16;
+        if (!s->check_backward_device(big, limits).empty()) continue;
+      }
       Row r;
       r.step = s;
       r.name = name;
@@ -153,26 +247,56 @@ int run_main(const Table& table, int argc, char** argv) try {
       r.regs = v.regs;
       r.spill = v.spill;
       r.smem = v.smem_bytes;
-      const std::string e = check_variant(v);
+      const std::string e = check_variant(v, bwd);
       r.check = e.empty() ? "ok" : "FAILS: " + e;
       std::cerr << "d=" << d << " " << v.name << " (" << v.config << "): check " << r.check << "\n";
       rows.push_back(r);
     }
 
+    std::map<int, HostBackward> host_bwd;  // backward: the host inputs per N
     for (bool causal : {false, true})
       for (int n : ns) {
         Problem p = make_problem(16384 / n, 2048 / d, 2048 / d, n, n, d, causal);
         p.dtype = DType::BF16;
-        const HostInputs in = make_inputs(p, Distribution::Normal, 42);
-        DeviceProblem dev(in, 0);
-        const double flops = attention_flops(p);
+        // Forward: Q, K, V. Backward: those, O and L from the forward step, dO, and one
+        // workspace for every row (the largest any needs; its contents on entry do not matter).
+        std::unique_ptr<DeviceProblem> dev;
+        std::unique_ptr<DeviceBackward> dev_bwd;
+        if (bwd) {
+          std::size_t ws = 0;
+          for (const Row& r : rows) {
+            const std::size_t w =
+                r.step
+                    ? (r.step->backward_workspace_bytes ? r.step->backward_workspace_bytes(p) : 0)
+                    : r.variant->backward_workspace_bytes(p);
+            ws = std::max(ws, w);
+          }
+          auto it = host_bwd.find(n);
+          if (it == host_bwd.end())
+            it = host_bwd
+                     .emplace(n, HostBackward{make_inputs(p, Distribution::Normal, 42),
+                                              make_inputs(p, Distribution::Normal, 43).q})
+                     .first;
+          dev_bwd = backward_inputs(p, it->second, *forward, ws);
+        } else {
+          dev = std::make_unique<DeviceProblem>(make_inputs(p, Distribution::Normal, 42), 0);
+        }
+        const double flops = bwd ? attention_backward_flops(p) : attention_flops(p);
         for (Row& r : rows) {
           double ms = 0;
-          if (r.step) {
-            ms = time_with_spin([&] { run_step(*r.step, p, dev.tensors(), nullptr); }, warmup, reps,
-                                spin_cycles);
+          if (r.step && bwd) {
+            ms = time_with_spin(
+                [&] { run_backward(*r.step, p, dev_bwd->tensors(), dev_bwd->workspace()); }, warmup,
+                reps, spin_cycles);
+          } else if (r.step) {
+            ms = time_with_spin([&] { run_step(*r.step, p, dev->tensors(), nullptr); }, warmup,
+                                reps, spin_cycles);
+          } else if (r.check == "ok" && bwd) {
+            ms = time_with_spin(
+                [&] { r.variant->backward(p, dev_bwd->tensors(), dev_bwd->workspace()); }, warmup,
+                reps, spin_cycles);
           } else if (r.check == "ok") {
-            ms = time_with_spin([&] { r.variant->run(p, dev.tensors()); }, warmup, reps,
+            ms = time_with_spin([&] { r.variant->run(p, dev->tensors()); }, warmup, reps,
                                 spin_cycles);
           } else {  // failed its check: not timed
             r.tflops.push_back(0);

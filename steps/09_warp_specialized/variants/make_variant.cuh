@@ -30,10 +30,7 @@ Variant make_variant(std::string name, std::string change) {
     else
       launch_flash_fwd<T, false>(p, maps, nullptr);
   };
-  cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, flash_fwd_kernel<T, false>));
-  v.regs = attr.numRegs;
-  v.spill = static_cast<int>(attr.localSizeBytes);
+  variants::set_kernel_counts(v, reinterpret_cast<const void*>(&flash_fwd_kernel<T, false>));
   return v;
 }
 

@@ -1,0 +1,51 @@
+// make_variant.cuh — turns one BwdTraits configuration of step 11's kernels into a backward
+// Variant (variants.h); included by the files that instantiate the variants.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "../flash_bwd_kernel.cuh"
+#include "variants.h"
+
+namespace fa::step11 {
+
+/// \brief The dQ slabs of a problem for kBlockN keys per CTA: one, or (deterministic mode)
+/// one per CTA along the keys, as api.cu counts them for the step's own kBlockN.
+template <class T>
+long long dq_slabs(const Problem& p) {
+  return p.deterministic ? (p.n_kv + T::kBlockN - 1) / T::kBlockN : 1;
+}
+
+/// \brief Describes and launches BwdTraits `T` (bf16) as a backward Variant.
+template <class T>
+Variant make_variant(std::string name, std::string change) {
+  Variant v;
+  v.name = std::move(name);
+  v.change = std::move(change);
+  v.config = std::to_string(T::kBlockM) + "×" + std::to_string(T::kBlockN) + ", " +
+             std::to_string(T::kNumWarps) + " warps, " + std::to_string(T::kMinBlocks) +
+             " CTA/SM, " + (T::kOneBarrier ? "1 barrier" : "2 barriers") + "/tile, dQ " +
+             (T::kDqPairs ? "v2 atomics" : "f32 atomics") +
+             (T::kStagger ? ", staggered tiles" : ", tiles in order") +
+             (T::kHeavyFirst ? ", grid (B·H, keys)" : "");
+  v.head_dim = T::kHeadDim;
+  v.smem_bytes = T::kSmemBytes;
+  v.backward_workspace_bytes = [](const Problem& p) {
+    return sizeof(float) * static_cast<std::size_t>(p.q_elems() * dq_slabs<T>(p) + p.lse_elems());
+  };
+  v.backward = [](const Problem& prob, const BackwardTensors& t, void* workspace) {
+    if (prob.dtype != DType::BF16 || prob.head_dim != T::kHeadDim)
+      throw std::invalid_argument("variant for bf16, head_dim " + std::to_string(T::kHeadDim) +
+                                  ", given " + prob.describe());
+    BwdParams p = make_bwd_params(prob, t, workspace);
+    p.delta = p.dq_acc + p.q_elems * dq_slabs<T>(prob);  // the slabs of T's kBlockN
+    run_flash_bwd_traits<T>(p, nullptr);
+  };
+  variants::set_kernel_counts(v, reinterpret_cast<const void*>(&flash_bwd_kernel<T, false>));
+  return v;
+}
+
+}  // namespace fa::step11

@@ -1,0 +1,18 @@
+// variants.h — step 11's main kernel in several configurations, for the measured table of
+// backward versions (variants.cu).
+#pragma once
+
+#include <vector>
+
+#include "steps/harness/variants_table.h"
+
+namespace fa::step11 {
+
+using variants::Variant;
+
+/// \brief Appends the head-dim-64 variants (variants_d64.cu).
+void add_d64_variants(std::vector<Variant>& out);
+/// \brief Appends the head-dim-128 variants (variants_d128.cu).
+void add_d128_variants(std::vector<Variant>& out);
+
+}  // namespace fa::step11

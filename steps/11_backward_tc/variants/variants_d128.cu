@@ -1,0 +1,60 @@
+// variants_d128.cu — step 11's kernels at head dim 128 in the configurations of the backward
+// table (bin/variants_11). The step itself runs BwdConfig<128, ·> (kernel_traits.cuh). Each
+// row changes one thing against "r"; the prediction, written before measuring, is beside it
+// (kernel_traits.cuh, "What limits it", has the arithmetic behind them).
+#include <cuda_bf16.h>
+
+#include "make_variant.cuh"
+
+namespace fa::step11 {
+
+void add_d128_variants(std::vector<Variant>& out) {
+  using E = __nv_bfloat16;
+  //                            d    M    N  E  CTAs/SM  1 barrier  v2 dQ  stagger
+  // r: the configuration first measured (kTunedBwd = false, kernel_traits.cuh): the baseline.
+  out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, false, false, false>>(
+      "r", "first measured (BwdConfig<128> with kTunedBwd = false)"));
+  // m16: 16-row Q tiles. Predicted 15–25% slower: every K and V fragment feeds two mmas
+  // instead of four, and a Q tile's two barriers buy half the work.
+  out.push_back(make_variant<BwdTraits<128, 16, 128, E, 1, false, false, false>>(
+      "m16", "16-row Q tiles (more, smaller tiles)"));
+  // n64: 64 keys per CTA, 4 warps, two CTAs per SM (149 KB of shared memory for both).
+  // Predicted 0–10% slower: twice the dQ atomics per FLOP, barriers overlapped by the other CTA.
+  out.push_back(make_variant<BwdTraits<128, 32, 64, E, 2, false, false, false>>(
+      "n64", "64 keys per CTA, 4 warps, 2 CTAs per SM"));
+  // b1: one barrier per Q tile. Predicted 4–10% faster: at 32 rows a Q tile is short (~3,500
+  // clocks at the measured rate), so a barrier's drain weighs more than at d = 64.
+  out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, true, false, false>>(
+      "b1", "one barrier per Q tile (dSᵀ double-buffered)"));
+  // p2: dQ atomics as red.global.add.v2.f32. Predicted 0–8% faster (as at d = 64; the atomics
+  // per FLOP are the same at both d).
+  out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, false, true, false>>(
+      "p2", "dQ atomics two floats at a time (v2)"));
+  // s: staggered Q tile order. Predicted 0–5% faster.
+  out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, false, false, true>>(
+      "s", "staggered Q tile order per CTA"));
+  // all: b1 + p2 + s. Predicted 5–15% faster than r.
+  out.push_back(
+      make_variant<BwdTraits<128, 32, 128, E, 1, true, true, true>>("all", "b1 + p2 + s"));
+  // b1p2: the two analytic wins without the stagger (the step's tiles on a GPU with less than
+  // 183 KB of shared memory per block, kernel_traits.cuh).
+  out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, true, true, false>>("b1p2", "b1 + p2"));
+  // m64b1: 64-row Q tiles (FlashAttention-2's kBlockM at d = 128) with one barrier; Sᵀ's and
+  // dQ's k loops not unrolled, which keeps it free of spills (183 KB of shared memory). Per
+  // warp and Q tile 13.6 FLOPs per byte of shared memory instead of 12.1 (each K and V
+  // fragment feeds 8 mmas), and a quarter of the barriers per FLOP of r. Predicted 10–25%
+  // faster than r: the best row at d = 128.
+  out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, false, false>>(
+      "m64b1", "64-row Q tiles + b1"));
+  // m64b1p2: the same with the v2 atomics. Predicted as m64b1, up to 5% better.
+  out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, true, false>>(
+      "m64b1p2", "64-row Q tiles + b1 + p2"));
+  // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
+  // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
+  // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO
+  // hit the L2 less. Full: level.
+  out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, false, false, false, true>>(
+      "hf", "heaviest K/V tiles first (grid y = key tiles)"));
+}
+
+}  // namespace fa::step11

@@ -1,0 +1,55 @@
+// variants_d64.cu — step 11's kernels at head dim 64 in the configurations of the backward
+// table (bin/variants_11). The step itself runs BwdConfig<64, ·> (kernel_traits.cuh). Each
+// row changes one thing against "r"; the prediction, written before measuring, is beside it
+// (kernel_traits.cuh, "What limits it", has the arithmetic behind them).
+#include <cuda_bf16.h>
+
+#include "make_variant.cuh"
+
+namespace fa::step11 {
+
+void add_d64_variants(std::vector<Variant>& out) {
+  using E = __nv_bfloat16;
+  //                            d    M    N  E  CTAs/SM  1 barrier  v2 dQ  stagger
+  // r: the configuration first measured (kTunedBwd = false, kernel_traits.cuh): the baseline.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, false, false, false>>(
+      "r", "first measured (BwdConfig<64> with kTunedBwd = false)"));
+  // m32: half the rows per Q tile. Predicted 5–15% slower: twice the barriers and L/D loads
+  // per FLOP, each K and V fragment feeding half the mmas.
+  out.push_back(make_variant<BwdTraits<64, 32, 128, E, 1, false, false, false>>(
+      "m32", "32-row Q tiles (more, smaller tiles)"));
+  // n64: 64 keys per CTA, 4 warps, two CTAs per SM (the same 8 warps per SM, but one CTA's
+  // barrier no longer stops the other). Predicted level to 5% slower: twice the dQ atomics
+  // per FLOP (kBlockN halves) against barriers overlapped by the other CTA.
+  out.push_back(make_variant<BwdTraits<64, 64, 64, E, 2, false, false, false>>(
+      "n64", "64 keys per CTA, 4 warps, 2 CTAs per SM"));
+  // b1: one barrier per Q tile (dSᵀ double-buffered). Predicted 3–8% faster: of ~7,000 clocks
+  // per Q tile one barrier's drain (the slowest warp's lag, a few hundred clocks) goes.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, true, false, false>>(
+      "b1", "one barrier per Q tile (dSᵀ double-buffered)"));
+  // p2: dQ atomics as red.global.add.v2.f32. Predicted 0–8% faster: half the atomic
+  // instructions and L2 requests for the same bytes; more at N = 16384 where more CTAs add.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, false, true, false>>(
+      "p2", "dQ atomics two floats at a time (v2)"));
+  // s: CTA n starts n/⌈N/128⌉ of the way round its Q tiles. Predicted 0–5% faster (fewer
+  // atomics to the same dQ lines at once), or level if the L2 does not serialise them.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, false, false, true>>(
+      "s", "staggered Q tile order per CTA"));
+  // all: b1 + p2 + s. Predicted 5–15% faster than r: the three gains, roughly additive.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, true, true, true>>("all", "b1 + p2 + s"));
+  // b1p2: the two analytic wins without the stagger.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, true, true, false>>("b1p2", "b1 + p2"));
+  // m128b1p2: 128-row Q tiles (FlashAttention-2's at d = 64) + b1 + p2, 200 KB of shared
+  // memory. Its non-causal kernel spills 32 bytes (ptxas, CUDA 13.0): a data point, not a
+  // candidate. Predicted 0–10% faster than b1p2 if the spill stays off the inner loops.
+  out.push_back(make_variant<BwdTraits<64, 128, 128, E, 1, true, true, false>>(
+      "m128b1p2", "128-row Q tiles + b1 + p2 (spills 32 B)"));
+  // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
+  // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
+  // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO
+  // hit the L2 less. Full: level.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, false, false, false, true>>(
+      "hf", "heaviest K/V tiles first (grid y = key tiles)"));
+}
+
+}  // namespace fa::step11
