@@ -112,11 +112,11 @@ __device__ __forceinline__ void store_transposed(uint32_t s_ds,
 /// the keys (mask.cuh). Not inlined: it runs while the caller holds dK and dV in registers,
 /// and on its own it needs few.
 template <class Traits, bool IsCausal>
-__device__ __noinline__ void exact_dq(const BwdParams& p, const unsigned char* smem, float* dq_rows,
-                                      int i0, int j0) {
+__device__ __noinline__ void exact_dq(const BwdParams& p, const unsigned char* smem, int ds_offset,
+                                      float* dq_rows, int i0, int j0) {
   using Element = typename Traits::Element;
   constexpr int kHeadDim = Traits::kHeadDim;
-  const Element* ds = reinterpret_cast<const Element*>(smem + Traits::kOffDs);
+  const Element* ds = reinterpret_cast<const Element*>(smem + ds_offset);
   const unsigned char* k_tile = smem + Traits::kOffK;
   for (int e = threadIdx.x; e < Traits::kBlockM * kHeadDim; e += Traits::kNumThreads) {
     const int r = e / kHeadDim, c = e % kHeadDim;
@@ -207,7 +207,7 @@ __global__ void bwd_convert_dq_kernel(const __grid_constant__ BwdParams p) {
 // 2. The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), block: kNumThreads, smem: kSmemBytes.
 // ---------------------------------------------------------------------------------------------
 template <class Traits, bool IsCausal>
-__global__ void __launch_bounds__(Traits::kNumThreads, 1)
+__global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
     flash_bwd_kernel(const __grid_constant__ BwdParams p) {
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
@@ -216,18 +216,27 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kNTilesD = Traits::kNTilesD, kKStepsD = Traits::kKStepsD;
   constexpr int kNTilesDq = Traits::kNTilesDq, kKStepsDq = Traits::kKStepsDq;
   constexpr int kDsRowBytes = Traits::kDsRowBytes;
+  // The k loops of Sᵀ and dQ: unrolled by 2, or not at all for the large Q tiles (64 rows at
+  // d = 128, 128 at d = 64), where Sᵀ and dPᵀ alone hold 2 · kBlockM registers per lane and
+  // the fragments of a second step in flight would spill.
+  constexpr int kUnrollS = kBlockM * kHeadDim >= 8192 ? 1 : 2;
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t s0 = smem_u32(smem);
   const uint32_t sK = s0 + Traits::kOffK, sV = s0 + Traits::kOffV;
   const uint32_t sQ = s0 + Traits::kOffQ, sdO = s0 + Traits::kOffDo;  // [kStages] each
-  const uint32_t sDs = s0 + Traits::kOffDs;                           // Pᵀ or dSᵀ, 16 bits
-  const uint32_t sL = s0 + Traits::kOffL, sD = s0 + Traits::kOffD;    // [kStages][kBlockM]
+  const uint32_t sDs0 = s0 + Traits::kOffDs;  // dSᵀ, 16 bits ([kDsBuffers] of them)
+  const uint32_t sL = s0 + Traits::kOffL, sD = s0 + Traits::kOffD;  // [kStages][kBlockM]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // mma.cuh: lane (g, t) holds rows g, g+8, cols 2t, 2t+1
-  const int j0 = blockIdx.x * kBlockN;   // first key of this CTA's tile
-  const int b = blockIdx.y / p.heads_kv, h_kv = blockIdx.y % p.heads_kv;
+  // The CTA's K/V tile n_blk of ⌈N_kv / kBlockN⌉ and its (batch, K/V head) bh: grid x and y,
+  // or y and x with kHeavyFirst (launch_flash_bwd_main).
+  const int n_blk = Traits::kHeavyFirst ? blockIdx.y : blockIdx.x;
+  const int n_blocks = Traits::kHeavyFirst ? gridDim.y : gridDim.x;
+  const int bh = Traits::kHeavyFirst ? blockIdx.x : blockIdx.y;
+  const int j0 = n_blk * kBlockN;  // first key of this CTA's tile
+  const int b = bh / p.heads_kv, h_kv = bh % p.heads_kv;
   const int kv_off = b * p.kv_batch_stride + h_kv * p.kv_head_stride;
   const Element* k_head = static_cast<const Element*>(p.k) + kv_off;
   const Element* v_head = static_cast<const Element*>(p.v) + kv_off;
@@ -240,10 +249,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const int i_first = first_row / kBlockM * kBlockM;
   const int num_m = first_row < p.n_q ? (p.n_q - i_first + kBlockM - 1) / kBlockM : 0;
   const int visits = p.group * num_m;
+  // kStagger: visit `rot` is the first, and the order wraps round (the same tiles, the same
+  // sums of dK and dV in another fixed order).
+  const int rot = Traits::kStagger && visits > 0
+                      ? static_cast<int>(static_cast<long long>(n_blk) * visits / n_blocks)
+                      : 0;
 
   auto tile_of = [&](int it, int* h, int* i0) {
-    *h = h_kv * p.group + it / num_m;
-    *i0 = i_first + (it % num_m) * kBlockM;
+    const int v = it + rot < visits ? it + rot : it + rot - visits;
+    *h = h_kv * p.group + v / num_m;
+    *i0 = i_first + (v % num_m) * kBlockM;
   };
   auto load_q_async = [&](int it, int stage) {
     int h, i0;
@@ -279,6 +294,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     __syncthreads();
     kv_nonfinite = __syncthreads_or(tile_has_nonfinite<Traits>(sK, 2 * Traits::kKVBytes)) != 0;
   }
+  // kOneBarrier: the first tile is waited for here, the second one's copies are issued, and
+  // from then on each tile's barrier also publishes the next tile (see the loop).
+  if (Traits::kOneBarrier && visits > 0) {
+    cp_async_wait<0>();
+    __syncthreads();
+    if (visits > 1) load_q_async(1, 1);
+    cp_async_commit();
+  }
 
   float acc_dk[kNTilesD][4], acc_dv[kNTilesD][4];  // 16 keys × d per warp, fp32 registers
 #pragma unroll
@@ -313,12 +336,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     const float* delta =
         reinterpret_cast<const float*>(smem + Traits::kOffD + stage * Traits::kRowVecBytes);
 
-    // This tile's copies have landed and every warp is done with the previous tile (its
-    // stage and the dSᵀ tile); then the next tile's copies go to the other stage.
-    cp_async_wait<0>();
-    __syncthreads();
-    if (it + 1 < visits) load_q_async(it + 1, (it + 1) % Traits::kStages);
-    cp_async_commit();
+    const uint32_t sDs = sDs0 + (it % Traits::kDsBuffers) * Traits::kDsBytes;
+    if (!Traits::kOneBarrier) {
+      // This tile's copies have landed and every warp is done with the previous tile (its
+      // stage and the dSᵀ tile); then the next tile's copies go to the other stage.
+      cp_async_wait<0>();
+      __syncthreads();
+      if (it + 1 < visits) load_q_async(it + 1, (it + 1) % Traits::kStages);
+      cp_async_commit();
+    }
 
     // ---- Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: the warp's 16 keys × kBlockM rows ---------------------
     float s[kNTilesS][4], dp[kNTilesS][4];
@@ -326,7 +352,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int nt = 0; nt < kNTilesS; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.f;
-#pragma unroll 2  // not fully: fewer fragments loaded ahead, no spills at d = 128
+#pragma unroll(kUnrollS)  // not fully: fewer fragments loaded ahead, no spills at d = 128
     for (int ks = 0; ks < kKStepsS; ++ks) {
       uint32_t ak[4], av[4];
       ldmatrix_x4(ak, sK + (a_lane ^ (32 * ks)));
@@ -432,17 +458,41 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // rows as columns) into the [kBlockN][kBlockM + 8] tile at sDs, so that the dQ product
     // below can read dS with the QUERY rows as its A rows. The exact path above writes Pᵀ the
     // same way into its own tile. As given, the dSᵀ tile is never written.
-    __syncthreads();
+    if (Traits::kOneBarrier) {
+      // One barrier: dSᵀ is published, the next tile's copies (issued a tile ago) are waited
+      // for and published, and every warp is done with this stage (the fast path reads only
+      // dSᵀ and K below) and with the other dSᵀ tile (tile it − 1's dQ came before it).
+      cp_async_wait<0>();
+      __syncthreads();
+      if (!exact) {  // the exact path below still reads this stage: it loads after it
+        if (it + 2 < visits) load_q_async(it + 2, stage);
+        cp_async_commit();
+      }
+    } else {
+      __syncthreads();
+    }
 
     // Row i0 of dQ_acc; deterministic: of this CTA's slab, written with plain stores (each
     // element of a visited tile by one lane, once), else added to with atomics.
-    float* dq_rows = p.dq_acc + (p.deterministic ? blockIdx.x * p.q_elems : 0) +
+    float* dq_rows = p.dq_acc + (p.deterministic ? n_blk * p.q_elems : 0) +
                      ((b * p.heads_q + h) * p.n_q + i0) * kHeadDim;
     auto add_dq = [&](float* at, float v) {
       if (p.deterministic)
         *at = v;
       else
         atomicAdd(at, v);
+    };
+    // Two neighbouring floats (8-byte aligned: dims 2t, 2t + 1 of an even row offset).
+    auto add_dq2 = [&](float* at, float v0, float v1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      if (p.deterministic)
+        *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+      else
+        atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));  // red.global.add.v2.f32
+#else
+      add_dq(at, v0);
+      add_dq(at + 1, v1);
+#endif
     };
     if (!exact) {
       // ---- dQ_acc += dS K: the warp's 16 rows × kDqCols dims ------------------------------
@@ -451,7 +501,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       for (int nt = 0; nt < kNTilesDq; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc_dq[nt][e] = 0.f;
-#pragma unroll 2                                // as for Sᵀ
+#pragma unroll(kUnrollS)                        // as for Sᵀ
       for (int kk = 0; kk < kKStepsDq; ++kk) {  // 16 keys per step
         // TODO(exercise): a, the A fragment of dS for this warp's 16 rows (dq_m …) and keys
         // 16·kk … 16·kk + 15: the transpose of the dSᵀ tile's rows 16·kk … +15, read with one
@@ -474,15 +524,27 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 #pragma unroll
       for (int nt = 0; nt < kNTilesDq; ++nt)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
+        for (int k = 0; k < 4; k += 2) {
           const int row = dq_m + g + 8 * (k / 2);
-          if (i0 + row < p.n_q)
-            add_dq(dq_rows + row * kHeadDim + dq_c + 8 * nt + 2 * t + k % 2, acc_dq[nt][k]);
+          if (i0 + row >= p.n_q) continue;
+          float* at = dq_rows + row * kHeadDim + dq_c + 8 * nt + 2 * t;
+          if (Traits::kDqPairs) {
+            add_dq2(at, acc_dq[nt][k], acc_dq[nt][k + 1]);
+          } else {
+            add_dq(at, acc_dq[nt][k]);
+            add_dq(at + 1, acc_dq[nt][k + 1]);
+          }
         }
     } else {
+      const int ds_offset = static_cast<int>(sDs - s0);
       exact_update(acc_dv, Traits::kOffP, sdOs);
-      exact_update(acc_dk, Traits::kOffDs, sQs);
-      exact_dq<Traits, IsCausal>(p, smem, dq_rows, i0, j0);
+      exact_update(acc_dk, ds_offset, sQs);
+      exact_dq<Traits, IsCausal>(p, smem, ds_offset, dq_rows, i0, j0);
+      if (Traits::kOneBarrier) {  // every warp is done with this stage: the copies may go
+        __syncthreads();
+        if (it + 2 < visits) load_q_async(it + 2, stage);
+        cp_async_commit();
+      }
     }
   }
 
@@ -525,7 +587,9 @@ void launch_flash_bwd_main(const BwdParams& p, cudaStream_t stream) {
   const auto kernel = flash_bwd_kernel<Traits, IsCausal>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Traits::kSmemBytes));
-  const dim3 grid((p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN, p.batch * p.heads_kv);
+  const unsigned n_blocks = (p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN;
+  const unsigned bh = p.batch * p.heads_kv;
+  const dim3 grid = Traits::kHeavyFirst ? dim3(bh, n_blocks) : dim3(n_blocks, bh);
   kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }
@@ -536,9 +600,13 @@ inline unsigned blocks_for(long long work, int threads) {
   return static_cast<unsigned>(b < 65536 ? (b > 0 ? b : 1) : 65536);
 }
 
-template <int kHeadDim, class Element>
-void run_flash_bwd(const BwdParams& p, cudaStream_t stream) {
-  using Traits = typename BwdConfig<kHeadDim, Element>::Traits;
+/// \brief The three kernels with the main kernel's tiles and switches `Traits` (run_flash_bwd:
+/// the step's own; bin/variants_11: others). `p` must have been made for Traits::kBlockN
+/// (deterministic mode: one dQ slab per CTA along the keys).
+template <class Traits>
+void run_flash_bwd_traits(const BwdParams& p, cudaStream_t stream) {
+  using Element = typename Traits::Element;
+  constexpr int kHeadDim = Traits::kHeadDim;
   const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.n_q;
   constexpr int kThreads = 256;
   bwd_preprocess_kernel<Element><<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(p);
@@ -550,6 +618,24 @@ void run_flash_bwd(const BwdParams& p, cudaStream_t stream) {
   bwd_convert_dq_kernel<Traits>
       <<<blocks_for(rows * (kHeadDim / 8), kThreads), kThreads, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();
+}
+
+/// The step's configuration (BwdConfig): Traits where this device's shared memory per block
+/// holds it, else Fallback.
+template <int kHeadDim, class Element>
+void run_flash_bwd(const BwdParams& p, cudaStream_t stream) {
+  using Traits = typename BwdConfig<kHeadDim, Element>::Traits;
+  using Fallback = typename BwdConfig<kHeadDim, Element>::Fallback;
+  if constexpr (!std::is_same_v<Traits, Fallback>) {
+    int device = 0, smem = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (smem < Traits::kSmemBytes) {
+      run_flash_bwd_traits<Fallback>(p, stream);
+      return;
+    }
+  }
+  run_flash_bwd_traits<Traits>(p, stream);
 }
 
 }  // namespace fa::step11
