@@ -358,9 +358,8 @@ def of_pass(records, kind):
     return [r for r in records if pass_of(r) == kind]
 
 
-def group_tables(records, title_prefix="", image_of=None):
-    """Per (dtype, d, causal): a TFLOP/s table and an extra-device-memory table, under the
-    group's plot when image_of(group) names one (a path relative to the page, or None)."""
+def group_tables(records, title_prefix=""):
+    """Per (dtype, d, causal): a TFLOP/s table and an extra-device-memory table."""
     out = []
     for g, recs in group_records(records).items():
         ns = sorted({r["n_q"] for r in recs})
@@ -368,9 +367,6 @@ def group_tables(records, title_prefix="", image_of=None):
         note = constant_shape_note(recs)
         out.append(f"## {title_prefix}{group_title(g)}" + (f" ({note})" if note else ""))
         out.append("")
-        image = image_of(g) if image_of else None
-        if image:
-            out += [f"![{title_prefix}{group_title(g)}: TFLOP/s against N]({image})", ""]
         out.append("TFLOP/s:")
         out.append("")
         out += table(["impl", "layout"] + [fmt_n(n) for n in ns],
@@ -434,28 +430,7 @@ def provenance_lines(doc, kind):
             f"- Command: {code(run['command'])}" if run.get("command") else "- Command: –"]
 
 
-def backward_images(out_json, out_md, records):
-    """The backward plots scripts/plots.py draws for out_json (NAME.json: NAME_backward_*.png in
-    the images folder beside the results folder) that exist, relative to out_md."""
-    stem = os.path.splitext(os.path.basename(out_json))[0]
-    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(out_json))), "images")
-    here = os.path.dirname(os.path.abspath(out_md))
-
-    def rel(name):
-        path = os.path.join(folder, name)
-        return os.path.relpath(path, here).replace(os.sep, "/") if os.path.exists(path) else None
-
-    groups = {}
-    for (dtype, d, causal) in group_records(of_pass(records, "backward")):
-        image = rel(f"{stem}_backward_tflops_{dtype}_d{d}_{'causal' if causal else 'full'}.png")
-        if image:
-            groups[(dtype, d, causal)] = image
-    return {"groups": groups, "memory": rel(f"{stem}_backward_memory.png")}
-
-
-def make_markdown(doc, ratio_peers, backward_ratio_peers=None, images=None):
-    """The results page. images: the plots of the backward pass that scripts/plots.py has
-    drawn, {"groups": {group: path}, "memory": path or None}, paths relative to the page."""
+def make_markdown(doc, ratio_peers, backward_ratio_peers=None):
     records = of_pass(doc["results"], "forward")
     backward = of_pass(doc["results"], "backward")
     out = [f"# Forward attention on {doc['gpu']}", ""]
@@ -496,12 +471,7 @@ def make_markdown(doc, ratio_peers, backward_ratio_peers=None, images=None):
                 "`peers.py --pass backward`). Extra device memory is what a backward call "
                 "allocates beyond Q, K, V, O, L and dO, dQ, dK and dV included. – means not "
                 "measured or not supported.", ""]
-        images = images or {}
-        if images.get("memory"):
-            out += ["The backward's extra device memory against N, ours beside `torch_naive`'s "
-                    "(which stores S and P, N×N):", "",
-                    f"![Extra device memory of the backward against N]({images['memory']})", ""]
-        out += group_tables(backward, "Backward: ", (images.get("groups") or {}).get)
+        out += group_tables(backward, "Backward: ")
         lines = ratio_tables(backward, backward_ratio_peers or [])
         if lines:
             out += ["## Backward ratios", "",
@@ -699,8 +669,7 @@ def main(argv=None):
 
     write_text(args.out_json, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     log(f"wrote {args.out_json}: {len(doc['results'])} records")
-    md = make_markdown(doc, names(args.ratio_peers), names(args.backward_ratio_peers),
-                       backward_images(args.out_json, args.out_md, doc["results"]))
+    md = make_markdown(doc, names(args.ratio_peers), names(args.backward_ratio_peers))
     write_text(args.out_md, md)
     groups = {kind: len(group_records(of_pass(doc["results"], kind))) for kind in PASSES}
     log(f"wrote {args.out_md}: {groups['forward']} groups"
