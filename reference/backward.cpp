@@ -60,6 +60,7 @@ Gradients attention_backward(const Problem& p, const float* q, const float* k, c
   g.delta.assign(p.lse_elems(), 0.0);
   g.dq_floor.assign(p.q_elems(), 0.0);
   g.dk_floor.assign(p.kv_elems(), 0.0);   // Σ (err · Q)² until the square root at the end
+  g.dv_floor.assign(p.kv_elems(), 0.0);   // Σ (P · err_exp · dO)² until the square root
   const double u = std::ldexp(1.0, -24);  // fp32's unit roundoff
 
   for (int b = 0; b < p.batch; ++b) {
@@ -81,6 +82,7 @@ Gradients attention_backward(const Problem& p, const float* q, const float* k, c
       HeadD dV(g.dv.data() + kv_off, n_kv, d, kv_row);               // [N_kv, d]
       HeadD dQ_floor(g.dq_floor.data() + q_off, n_q, d, q_row);      // [N_q, d]
       HeadD dK_floor2(g.dk_floor.data() + kv_off, n_kv, d, kv_row);  // [N_kv, d], squared
+      HeadD dV_floor2(g.dv_floor.data() + kv_off, n_kv, d, kv_row);  // [N_kv, d], squared
 
       // Row by row, over the keys the row sees only (like the forward): a hidden key's K and
       // V never meet this row's Q and dO, so nothing (not even a NaN) crosses the mask.
@@ -100,20 +102,32 @@ Gradients attention_backward(const Problem& p, const float* q, const float* k, c
         dQ.row(i) = scale * (dS * Ke);                         // scale · dS K
         dK.topRows(e) += scale * (dS.transpose() * Q.row(i));  // scale · dSᵀ Q, one row's share
 
-        // The rounding floor (backward.h): dS_ij's error from the fp32 sums of dP_ij and D_i,
-        // carried through dQ = scale · dS K and dK = scale · dSᵀ Q as independent errors.
+        // The rounding floor (backward.h): P_ij's relative error from the fp32 rounding of its
+        // exponent (the dot product Q_i · K_j and L_i as fp32 stores it), and dS_ij's from that
+        // and from the fp32 sums of dP_ij and D_i, carried through dV = Pᵀ dO,
+        // dQ = scale · dS K and dK = scale · dSᵀ Q as independent errors.
         const Eigen::RowVectorXd abs_dO = dO.row(i).cwiseAbs();
-        const Eigen::RowVectorXd err =  // [e]
-            u * (P.array() *
-                 ((abs_dO * Ve.cwiseAbs().transpose()).array() + abs_dO.dot(O.row(i).cwiseAbs())))
-                    .matrix();
-        const Eigen::RowVectorXd err2 = err.cwiseAbs2();
+        const Eigen::RowVectorXd err_exp =  // [e]
+            (u * (scale * (Q.row(i).cwiseAbs() * Ke.cwiseAbs().transpose()).array() +
+                  std::abs(lse)))
+                .matrix();
+        const Eigen::ArrayXXd p_err = (P.array() * err_exp.array()).transpose();  // [e, 1]
+        dV_floor2.topRows(e) += (p_err.matrix() * abs_dO).cwiseAbs2();
+        const Eigen::ArrayXd sum_err =  // dP_ij's and D_i's first-order dot-product errors
+            u * ((abs_dO * Ve.cwiseAbs().transpose()).array() + abs_dO.dot(O.row(i).cwiseAbs()))
+                    .transpose();
+        const Eigen::ArrayXd exp_err = err_exp.array().transpose() * (dP.array() - D).abs().transpose();
+        const Eigen::RowVectorXd err2 =  // [e]
+            (P.array().transpose().square() * (sum_err.square() + exp_err.square()))
+                .transpose()
+                .matrix();
         dQ_floor.row(i) = scale * (err2 * Ke.cwiseAbs2()).cwiseSqrt();
         dK_floor2.topRows(e) += err2.transpose() * Q.row(i).cwiseAbs2();
       }
     }
   }
   for (double& x : g.dk_floor) x = scale * std::sqrt(x);
+  for (double& x : g.dv_floor) x = std::sqrt(x);
   return g;
 }
 

@@ -33,7 +33,7 @@
 /// and Q never reach that key's dK and dV. A row that sees no key (O = 0, L = −inf) has
 /// dQ = 0 and D = 0 and adds nothing to dK and dV.
 ///
-/// Rounding floor (dq_floor, dk_floor): dQ and dK are sums of dS_ij = P_ij (dP_ij − D_i), a
+/// Rounding floor (dq_floor, dk_floor, dv_floor): dQ and dK are sums of dS_ij = P_ij (dP_ij − D_i), a
 /// difference of two dot products of length d that cancel where the gradient is small: with
 /// one key P = 1 and dP = D = dO_i · V_0, so the exact dQ and dK are 0 and a float
 /// implementation returns only the rounding of the two sums. That rounding depends on the order
@@ -43,12 +43,20 @@
 /// independent (root sum of squares), u = 2⁻²⁴:
 ///
 /// ```text
-///   err_ij        = u · P_ij · (Σ_k |dO_ik · V_jk| + Σ_k |dO_ik · O_ik|)   (dP_ij's and D_i's
-///                                                   first-order dot-product error, times P_ij)
+///   e_ij          = u · (scale · Σ_k |Q_ik · K_jk| + |L_i|)   (P_ij's relative error: the
+///                     rounding of its exponent, the fp32 dot product and L_i stored in fp32)
+///   err_ij        = P_ij · sqrt((u · (Σ_k |dO_ik · V_jk| + Σ_k |dO_ik · O_ik|))²
+///                               + (e_ij · |dP_ij − D_i|)²)   (dP_ij's and D_i's first-order
+///                                        dot-product error, and P_ij's own, times P_ij)
 ///   dq_floor(i,c) = scale · sqrt(Σ_j (err_ij · K_jc)²)
 ///   dk_floor(j,c) = scale · sqrt(Σ_i (err_ij · Q_ic)²)   (i over the rows of every query
 ///                                                        head of K's group)
+///   dv_floor(j,c) = sqrt(Σ_i (P_ij · e_ij · dO_ic)²)     (the same rows)
 /// ```
+///
+/// e_ij grows with the scores' magnitude: with large inputs (|S| in the hundreds) a kernel
+/// that recomputes P from the L it is given cannot be closer to the truth than ~|S|·u in P,
+/// whatever it sums in, and the fp32 plain oracle's own error may happen to be smaller.
 ///
 /// Where P_ij = 0 (a masked key, an underflowed weight) its err_ij is 0, so a key no row sees
 /// has a floor of 0. For ordinary inputs the floor is ~u·√d times the gradient and changes
@@ -75,6 +83,7 @@ struct Gradients {
                                  ///< row that sees no key
   std::vector<double> dq_floor;  ///< dQ's rounding floor (see above), in Q's layout
   std::vector<double> dk_floor;  ///< dK's rounding floor, in K's layout, over each group
+  std::vector<double> dv_floor;  ///< dV's rounding floor (P's own error), in K's layout
 };
 
 /// \brief The backward pass in double accumulation with Eigen.

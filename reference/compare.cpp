@@ -189,6 +189,7 @@ std::string verdict_backward(const Problem& p, const std::vector<float>& dq,
   kv.heads_q = p.heads_kv;
   const FloorAllowance fq = floor_allowance(want.ref.dq_floor, want.ref.dq, p.dtype);
   const FloorAllowance fk = floor_allowance(want.ref.dk_floor, want.ref.dk, p.dtype);
+  const FloorAllowance fv = floor_allowance(want.ref.dv_floor, want.ref.dv, p.dtype);
   std::string e =
       judge(compare_output(p, dq, want.ref.dq), compare_output(p, want.plain.dq, want.ref.dq), "dQ",
             p.dtype, p.dtype, fq.abs, fq.rel);
@@ -197,7 +198,7 @@ std::string verdict_backward(const Problem& p, const std::vector<float>& dq,
               "dK", p.dtype, p.dtype, fk.abs, fk.rel);
   if (e.empty())
     e = judge(compare_output(kv, dv, want.ref.dv), compare_output(kv, want.plain.dv, want.ref.dv),
-              "dV", p.dtype, p.dtype);
+              "dV", p.dtype, p.dtype, fv.abs, fv.rel);
   return e;
 }
 

@@ -101,8 +101,15 @@ TEST_CASE("decode: the attention alone gives the whole step's O and L", "[append
           fa::test::run_case(step, held, whole.num_splits, fa::DecodePhases::AttendOnly);
       CHECK(alone.o == whole.o);  // NaN anywhere fails: NaN != NaN
       CHECK(alone.lse == whole.lse);
-      CHECK(alone.k == whole.k);
-      CHECK(alone.v == whole.v);
+      // The caches hold NaN outside the sequences' rows (NaN != NaN): equal value for value,
+      // NaN where the whole step left NaN, so the attention alone wrote nothing into them.
+      auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+        return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](float x, float y) {
+          return x == y || (std::isnan(x) && std::isnan(y));
+        });
+      };
+      CHECK(same(alone.k, whole.k));
+      CHECK(same(alone.v, whole.v));
     });
   }
 }
