@@ -253,6 +253,10 @@ def driver():
 
 
 def commit():
+    """FA_COMMIT if set (as scripts/gpu_check.sh reads it: a copy of the tree may have no
+    history of its own), else git's short HEAD, "+changes" when the tree differs from it."""
+    if os.environ.get("FA_COMMIT"):
+        return os.environ["FA_COMMIT"]
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         sha = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"],
