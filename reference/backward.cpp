@@ -108,15 +108,16 @@ Gradients attention_backward(const Problem& p, const float* q, const float* k, c
         // dQ = scale · dS K and dK = scale · dSᵀ Q as independent errors.
         const Eigen::RowVectorXd abs_dO = dO.row(i).cwiseAbs();
         const Eigen::RowVectorXd err_exp =  // [e]
-            (u * (scale * (Q.row(i).cwiseAbs() * Ke.cwiseAbs().transpose()).array() +
-                  std::abs(lse)))
+            (u *
+             (scale * (Q.row(i).cwiseAbs() * Ke.cwiseAbs().transpose()).array() + std::abs(lse)))
                 .matrix();
         const Eigen::ArrayXXd p_err = (P.array() * err_exp.array()).transpose();  // [e, 1]
         dV_floor2.topRows(e) += (p_err.matrix() * abs_dO).cwiseAbs2();
         const Eigen::ArrayXd sum_err =  // dP_ij's and D_i's first-order dot-product errors
             u * ((abs_dO * Ve.cwiseAbs().transpose()).array() + abs_dO.dot(O.row(i).cwiseAbs()))
                     .transpose();
-        const Eigen::ArrayXd exp_err = err_exp.array().transpose() * (dP.array() - D).abs().transpose();
+        const Eigen::ArrayXd exp_err =
+            err_exp.array().transpose() * (dP.array() - D).abs().transpose();
         const Eigen::RowVectorXd err2 =  // [e]
             (P.array().transpose().square() * (sum_err.square() + exp_err.square()))
                 .transpose()

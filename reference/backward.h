@@ -33,14 +33,14 @@
 /// and Q never reach that key's dK and dV. A row that sees no key (O = 0, L = −inf) has
 /// dQ = 0 and D = 0 and adds nothing to dK and dV.
 ///
-/// Rounding floor (dq_floor, dk_floor, dv_floor): dQ and dK are sums of dS_ij = P_ij (dP_ij − D_i), a
-/// difference of two dot products of length d that cancel where the gradient is small: with
-/// one key P = 1 and dP = D = dO_i · V_0, so the exact dQ and dK are 0 and a float
-/// implementation returns only the rounding of the two sums. That rounding depends on the order
-/// of the sums (a kernel's D comes from a pass of its own), so no implementation can match
-/// another's, and it scales with the magnitudes of the cancelling terms, not with |dQ|. The
-/// floor is what rounding dS alone may cause in any fp32 implementation, errors taken as
-/// independent (root sum of squares), u = 2⁻²⁴:
+/// Rounding floor (dq_floor, dk_floor, dv_floor): dQ and dK are sums of dS_ij = P_ij (dP_ij − D_i),
+/// a difference of two dot products of length d that cancel where the gradient is small: with one
+/// key P = 1 and dP = D = dO_i · V_0, so the exact dQ and dK are 0 and a float implementation
+/// returns only the rounding of the two sums. That rounding depends on the order of the sums (a
+/// kernel's D comes from a pass of its own), so no implementation can match another's, and it
+/// scales with the magnitudes of the cancelling terms, not with |dQ|. The floor is what rounding dS
+/// alone may cause in any fp32 implementation, errors taken as independent (root sum of squares), u
+/// = 2⁻²⁴:
 ///
 /// ```text
 ///   e_ij          = u · (scale · Σ_k |Q_ik · K_jk| + |L_i|)   (P_ij's relative error: the

@@ -129,8 +129,9 @@ def results_table(doc, n):
     shapes = sorted({(r["batch"], r["heads_q"], r["d"]) for r in at_n})
     shape_note = ", ".join(f"B={b} H={h} d={d}" for b, h, d in shapes) if len(shapes) <= 4 \
         else "the FlashAttention benchmark shapes"
-    provenance = ", ".join(x for x in (doc.get("date"), f"latest commit {doc['commit']}"
-                                       if doc.get("commit") else None) if x)
+    run = doc.get("runs", {}).get("forward") or doc  # the forward's run, when passes differ
+    provenance = ", ".join(x for x in (run.get("date"), f"latest commit {run['commit']}"
+                                       if run.get("commit") else None) if x)
     lines = [f"Forward TFLOP/s on an {gpu} at N = {n} ({shape_note}), the best over the "
              f"layouts measured; – where not measured or not supported"
              + (f" ({provenance})" if provenance else "") + ". "
