@@ -63,7 +63,11 @@ folder, docs/results/ unless told otherwise):
   md:FILE:ROW:COLUMN           a Markdown table of results FILE (h200-profile.md, …): the
                                row whose first cell is ROW, the column headed COLUMN; the
                                pair must name one cell of the file (md:FILE@T:ROW:COLUMN:
-                               one cell of its T-th table, 1, 2, … in file order)
+                               one cell of its T-th table, 1, 2, … in file order); ROW may
+                               name the first cells of the row joined by & (131072&causal&
+                               zigzag), a part HEADER=VALUE the cell under that header
+                               (full&GPUs=8); a cell such as 1.95×, 30% or 126.1 (measured
+                               119.7) gives its number
   calc:EXPR                    arithmetic (+ - * /, parentheses, min(), max(), numbers) on
                                sources written in brackets, e.g. calc:[bench:…:4096]/[bench:…:4096]
 
@@ -514,6 +518,20 @@ def _md_cells(line):
     return [c.strip().strip("`").strip() for c in line.strip().strip("|").split("|")]
 
 
+def _row_matches(cells, header, keys):
+    """Whether a table row is the one `keys` name: the k-th key the row's k-th cell, or, as
+    HEADER=VALUE, the cell under that header."""
+    for k, key in enumerate(keys):
+        name, eq, value = key.partition("=")
+        if eq and name.strip() in header:
+            i = header.index(name.strip())
+            if i >= len(cells) or cells[i] != value.strip():
+                return False
+        elif k >= len(cells) or cells[k] != key:
+            return False
+    return True
+
+
 def md_figure(folder, args, cache):
     if len(args) > 3:  # a row name with colons in it ("pipe: xu"); the column has none
         args = [args[0], ":".join(args[1:-1]), args[-1]]
@@ -521,6 +539,7 @@ def md_figure(folder, args, cache):
     if len(args) != 3 or not name.endswith(".md") or (nth and not nth.isdigit()):
         raise SourceError("expected md:FILE.md:ROW:COLUMN or md:FILE.md@TABLE:ROW:COLUMN")
     row, col = args[1], args[2]
+    keys = row.split("&")  # a&b: the row whose first two cells are a and b; a&GPUs=8 …
     if os.sep in name or "/" in name:
         raise SourceError(f"{name}: a file of the results folder, named without a folder")
     lines = _read(folder, name).splitlines()
@@ -538,7 +557,7 @@ def md_figure(folder, args, cache):
             continue
         if all(re.fullmatch(r":?-+:?", c) for c in cells if c):
             continue
-        if cells and cells[0] == row and col in header:
+        if cells and _row_matches(cells, header, keys) and col in header:
             i = header.index(col)
             if i < len(cells):
                 found.append((no, cells[i]))
@@ -551,7 +570,9 @@ def md_figure(folder, args, cache):
     try:
         return float(cell)
     except ValueError:
-        return Text(cell)
+        pass
+    m = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*(?:×|%|\(.*\))", cell)  # 1.95×, 30%, 5.2 (…)
+    return float(m.group(1)) if m else Text(cell)
 
 
 # -------------------------------------------------------------------------- arithmetic

@@ -252,6 +252,26 @@ def main():
         expect(rc == 1 and "2 cells in row 'duration (µs)'" in out,
                f"an md: figure that two tables hold fails until a table is named:\n{out}")
 
+        # 2c. a row named by its first cells (a&b) or a header's cell (a&H=v), cells with a unit or a note after the number
+        write(os.path.join(results, "ring.md"),
+              "| N | mask | ms | speedup | model |\n|---:|---|---:|---:|---|\n"
+              "| 64 | full | 1.5 | 1.95× | 2.0 (measured 1.5) |\n"
+              "| 64 | causal | 0.8 | 1.30× | 1.1 (measured 0.8) |\n")
+        write(bench_page, "# Page\n\nCausal: <!--md:ring.md:64&causal:ms-->0.1 ms, "
+              "<!--md:ring.md:64&causal:speedup-->1.00×, model <!--md:ring.md:64&full:model-->9.9, "
+              "<!--md:ring.md:64&ms=1.5:speedup-->1.00×.\n")
+        rc, out = run(results, bench_page, check=False)
+        filled = read(bench_page)
+        expect(rc == 0 and "ms-->0.8 ms" in filled and "speedup-->1.30×" in filled
+               and "model-->2.0," in filled
+               and "ms=1.5:speedup-->1.95×." in filled,
+               f"a row named by its first two cells, and 1.30× and 2.0 (measured 1.5) read as "
+               f"numbers (rc {rc}):\n{out}\n{filled}")
+        write(bench_page, "# Page\n\nBoth: <!--md:ring.md:64:ms-->1.0 ms.\n")
+        rc, out = run(results, bench_page, check=True)
+        expect(rc == 1 and "2 cells in row '64'" in out,
+               f"a first cell that two rows share still names no single cell:\n{out}")
+
         # 4. loud failures
         broken = TOUR.replace("0.137     7.86", "0.137 7.86")  # two cells run together
         write(os.path.join(results, "h200-tour.txt"), broken)
