@@ -237,7 +237,9 @@ def code(text):
 
 
 def make_markdown(doc, image=None):
-    """The page; `image` (a path relative to the page) embeds the plot after the header."""
+    """The page; `image` (a path relative to the page) names the plot after the header. It is
+    named, not embedded: the documentation build keeps the pages' images in one folder, where a
+    results page's relative path does not lead (chapter 12 shows the plot)."""
     hbm = doc["hbm"]
     out = [f"# Decoding on {doc['gpu']}", "",
            f"- GPU: {doc['gpu']}", f"- Driver: {doc['driver']}"]
@@ -264,7 +266,9 @@ def make_markdown(doc, image=None):
             "(`pageP`: pages of P rows, shuffled in the pool). – means not measured; a peer "
             "that refused a shape is listed under the table with its message.", ""]
     if image:
-        out += [f"![K+V TB/s against the cache length, per batch and H_kv]({image})", ""]
+        out += [f"The plot of these figures: `docs/images/{os.path.basename(image)}` (K+V TB/s "
+                "against the cache length, per batch and H_kv), shown in "
+                "[chapter 12](../12-decode.md).", ""]
     recs = doc["results"]
     groups = {}
     for r in recs:
@@ -392,8 +396,8 @@ def plot_path(out_json):
 
 
 def write(doc, out_json, out_md):
-    """Writes the JSON and the page; the page shows the plot if it has been drawn (plots.py
-    after this, then make_results.py --decode --merge to re-render, embeds it)."""
+    """Writes the JSON and the page; the page names the plot if it has been drawn (plots.py
+    after this, then make_results.py --decode --merge to re-render, names it)."""
     write_text(out_json, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     log(f"wrote {out_json}: {len(doc['results'])} records, {len(doc['skipped'])} skipped")
     png = plot_path(out_json)
