@@ -147,8 +147,8 @@ struct BwdParams {
 //  * The dQ atomics: kBlockM · d fp32 reductions per Q tile per CTA (16 KB at either d),
 //    issued by every lane one float at a time (32 per lane per tile), all CTAs of a head
 //    adding to the same rows at about the same time (they visit the Q tiles in the same
-//    order). How much of this the L2 hides is not measured here; b1, p2 and s of the table
-//    below tell.
+//    order). The variants table measured it (docs/results/h200-variants-11.md): pairing the
+//    atomics (p2) gained 17-19%, the staggered order (s) nothing.
 //  * Small Q tiles: kBlockM is what the registers leave (32 at d = 128), so each tile's fixed
 //    costs (barriers, L and D, the exp2 and masks, the atomics' issue) weigh on few FLOPs.
 //

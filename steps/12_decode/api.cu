@@ -55,8 +55,9 @@
 //
 // Not yet (later steps): the tensor cores (rows per block are few, the cache's bytes bound the
 // kernel; see decode_params.cuh), fp32, head dims other than 64 and 128, skipping the
-// workspace when num_splits = 1, a measured split rule (bin/bench_decode times the rule's
-// choice next to every forced split count: steps/harness/bench_decode.cpp) and a chapter.
+// workspace when num_splits = 1, and a split rule fitted to the measurements (bin/bench_decode
+// times the rule's choice next to every forced split count; docs/results/h200-decode.md shows
+// where it loses, and chapter 12 why).
 //
 // Files, in reading order:
 //   decode_params.cuh   tiles, parameters, the split rule's constants, the launchers
