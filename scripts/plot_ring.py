@@ -10,7 +10,13 @@ GPUs, the measured two-GPU times as points, and each ring's edge N (below it som
 send outlasts its compute: ring_min_hidden_n) as a dotted line. The 8- and 64-GPU lines
 assume every link as fast as the one measured.
 
-    scripts/plot_ring.py docs/results/h200x2-ring.json --out docs/images/h200x2_ring_model.png
+With --timeline FILE it also draws the measured timelines (every rank's median call, as
+ring_bench.py recorded them with CUDA events): per N up to 128k and per mask, each rank's
+compute steps and its sends, with the share of the sends hidden under the compute. Each rank's
+times start at its own call's start.
+
+    scripts/plot_ring.py docs/results/h200x2-ring.json --out docs/images/h200x2_ring_model.png \
+        --timeline docs/images/h200x2_ring_timeline.png
 """
 import argparse
 import json
@@ -32,6 +38,7 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "images",
                                                   "h200x2_ring_model.png"))
     ap.add_argument("--ranks", default="2,8,64", help="GPU counts to model, comma-separated")
+    ap.add_argument("--timeline", help="also draw the measured timelines into this PNG")
     args = ap.parse_args(argv)
     try:
         ranks = [int(x) for x in args.ranks.split(",")]
@@ -85,6 +92,50 @@ def main(argv=None):
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     print(f"plot_ring: wrote {args.out}")
+    if args.timeline:
+        return timelines(doc, args.timeline, plt)
+    return 0
+
+
+def timelines(doc, out, plt):
+    """The measured timelines (module comment); 1 when the JSON has none."""
+    rows = [r for r in doc["rows"] if r["n"] <= 131072 and
+            all(r["ring"][c].get("timelines") for c, *_ in CONFIGS)]
+    if not rows:
+        print("plot_ring: the JSON has no timelines (ring_bench.py records them)", file=sys.stderr)
+        return 1
+    fig, axes = plt.subplots(len(rows), 2, figsize=(12, 1.2 + 1.3 * len(rows)), squeeze=False)
+    for row, line in zip(rows, axes):
+        for ax, (config, causal, layout, title) in zip(line, CONFIGS):
+            e = row["ring"][config]
+            labels = []
+            for r, steps in enumerate(e["timelines"]):
+                for s, m in enumerate(steps):
+                    shade = 0.35 + 0.5 * s / max(1, len(steps) - 1)
+                    if m["compute"]:
+                        c0, c1 = m["compute"]
+                        ax.broken_barh([(c0, c1 - c0)], (2 * r + 1.05, 0.8),
+                                       color=(0.2, 0.4, shade + 0.1))
+                    if m["send"]:
+                        s0, s1 = m["send"]
+                        ax.broken_barh([(s0, s1 - s0)], (2 * r + 0.15, 0.8),
+                                       color=(0.95, 0.45 + 0.3 * shade, 0.1))
+                labels += [f"rank {r} sends", f"rank {r} compute"]
+            ax.set_yticks([0.55 + i for i in range(len(labels))], labels, fontsize=7)
+            ax.set_ylim(0, len(labels))
+            ax.set_title(f"N = {row['n']}, {title}: ring {e['both_ms']:.3g} ms, sends "
+                         f"{e['sends_in_ring_ms']:.3g} ms, hidden {e['hidden']:.0%} "
+                         f"(model {e.get('model_hidden', 1):.0%})", fontsize=8)
+            ax.tick_params(axis="x", labelsize=7)
+            ax.grid(True, axis="x", alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("ms from the start of the rank's call")
+    fig.suptitle(f"Ring attention on {doc['gpus']} × {doc['gpu']}, measured (CUDA events, each "
+                 "rank's median call): compute steps (blue, darker = later step) and the sends "
+                 "of the next slice (orange)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f"plot_ring: wrote {out}")
     return 0
 
 

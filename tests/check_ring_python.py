@@ -138,6 +138,19 @@ def cat(ts, dim=0):
 
 
 class _Cuda:
+    class Event:  # records the order of record() calls: a clock that ticks once per event
+        ticks = [0]
+
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self, stream=None):
+            _Cuda.Event.ticks[0] += 1
+            self.t = _Cuda.Event.ticks[0]
+
+        def elapsed_time(self, other):
+            return float(other.t - self.t)
+
     class Stream:
         cuda_stream = 0
 
@@ -437,6 +450,29 @@ def main():
 
     out = ranks(2, modes)
     check(all(x == [(1, 4, 8)] * 3 for x in out), f"the timing modes run: {out}")
+
+    # The timeline ring_bench.py reads: per step, events around the compute and the send, the
+    # last step without a send; its overlap() on spans it can compute by hand.
+    def timeline(r):
+        x = torch.Tensor(rng.standard_normal((1, 8, 4, d)), torch.bfloat16)
+        tl = []
+        ra.RingAttention(x, x, x, causal=True)(x, x, x, timeline=tl)
+        return [(m["compute"] is not None, m["send"] is not None) for m in tl], \
+            all(a.t < b.t for m in tl for a, b in filter(None, (m["compute"], m["send"])))
+
+    for P in (1, 3):
+        out = ranks(P, timeline)
+        want = [(True, s < P - 1) for s in range(P)]
+        check(all(x == (want, True) for x in out), f"timeline, {P} ranks: {out}")
+    import ring_bench as rb
+
+    steps = [{"compute": [0.0, 4.0], "send": [1.0, 6.0]},  # 3 of 5 ms under step 0's compute
+             {"compute": [7.0, 9.0], "send": [7.5, 8.5]},  # all under step 1's
+             {"compute": [10.0, 11.0], "send": None}]
+    share, sent, exposed = rb.overlap(steps)
+    check(abs(sent - 6.0) < 1e-12 and abs(exposed - 2.0) < 1e-12 and abs(share - 4 / 6) < 1e-12,
+          f"overlap: {share}, {sent}, {exposed}")
+    check(rb.overlap(steps[2:]) == (1.0, 0.0, 0.0), "overlap without sends")
     check(calls["run"] > 0 and calls["backward"] > 0 and calls["merge"] > 0, f"calls {calls}")
     print(f"check_ring_python: {passed} checks passed, {failed} failed ({calls['run']} forward, "
           f"{calls['backward']} backward calls, {calls['merge']} merges)")

@@ -274,13 +274,21 @@ class RingAttention:
                 out.copy_(o)
             lse[:, :, c.q0:c.q1].copy_(part_lse)
 
-    def __call__(self, q, k, v, mode="both"):
+    def __call__(self, q, k, v, mode="both", timeline=None):
         """O and L of this rank's rows (O like q, L fp32 [B, H_q, N_loc]). mode "compute" skips
         the sends (every step reads this rank's own slice: wrong values, the same kernels) and
         "send" skips the compute (O and L are then not computed): both only to time the parts
-        apart (ring_bench.py)."""
+        apart (ring_bench.py). `timeline`, a list, receives one entry per step: CUDA events
+        (enabled for timing) around the step's compute on the compute stream ("compute") and
+        around its send and receive on the communication stream ("send", None at the last step),
+        recorded where they run, so that ring_bench.py can see when each stream was busy."""
         import torch
         import torch.distributed as dist
+
+        def event(stream):
+            e = torch.cuda.Event(enable_timing=True)
+            e.record(stream)
+            return e
 
         if mode not in MODES:
             raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
@@ -300,21 +308,30 @@ class RingAttention:
             nxt_rank = dist.get_global_rank(self.group, nxt_rank)
             prev_rank = dist.get_global_rank(self.group, prev_rank)
         for s in range(self.ranks):
-            reqs = []
-            if s < self.ranks - 1 and mode != "compute":
+            sending = s < self.ranks - 1 and mode != "compute"
+            marks = {"compute": None, "send": None}
+            if sending:
                 nxt = self.recv[s % 2]
                 self.comm.wait_stream(compute)  # step s-1 no longer reads the buffer we fill
                 with torch.cuda.stream(self.comm):  # NCCL's stream waits for this one
+                    sent0 = event(self.comm) if timeline is not None else None
                     ops = [dist.P2POp(dist.isend, cur[0], nxt_rank, self.group),
                            dist.P2POp(dist.isend, cur[1], nxt_rank, self.group),
                            dist.P2POp(dist.irecv, nxt[0], prev_rank, self.group),
                            dist.P2POp(dist.irecv, nxt[1], prev_rank, self.group)]
-                    reqs = dist.batch_isend_irecv(ops)
+                    for r in dist.batch_isend_irecv(ops):
+                        r.wait()  # this stream waits for NCCL's: the slice has arrived
+                    if timeline is not None:
+                        marks["send"] = (sent0, event(self.comm))
             if mode != "send":
+                start = event(compute) if timeline is not None else None
                 self._compute(s, cur[0], cur[1], compute)
-            for r in reqs:
-                r.wait()  # the compute stream waits for the slice of step s + 1
-            if reqs:
+                if timeline is not None:
+                    marks["compute"] = (start, event(compute))
+            if timeline is not None:
+                timeline.append(marks)
+            if sending:
+                compute.wait_stream(self.comm)  # step s + 1 reads the slice just received
                 cur = nxt
         o = torch.empty_like(self.q)
         lse = torch.empty((self.batch, self.heads_q, self.n_q), device=self.device,
