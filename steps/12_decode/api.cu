@@ -81,12 +81,17 @@
 namespace fa::step12 {
 
 int num_splits(const DecodeProblem& p, int sm_count) {
-  const long long base = static_cast<long long>(p.batch) * p.heads_kv * row_chunks(p);
+  return num_splits_for(p, sm_count, DecodeTraits<64>::kMaxRows, false);
+}
+
+int num_splits_for(const DecodeProblem& p, int sm_count, int rows_per_block, bool round_down) {
+  const long long base =
+      static_cast<long long>(p.batch) * p.heads_kv * row_chunks(p, rows_per_block);
   const long long target = static_cast<long long>(kTargetBlocksPerSm) * std::max(sm_count, 1);
   if (base >= target) return 1;
   const int block_n = DecodeTraits<64>::kBlockN;
   const long long tiles = (p.max_kv_len() + block_n - 1) / block_n;
-  long long splits = (target + base - 1) / base;
+  long long splits = round_down ? target / base : (target + base - 1) / base;
   splits = std::min(splits, std::max(1LL, tiles / kMinTilesPerSplit));
   splits = std::clamp(splits, 1LL, static_cast<long long>(kMaxSplits));
   // The kernel deals ⌈tiles / splits⌉ tiles per split: keep only the splits that get some
