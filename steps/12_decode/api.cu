@@ -66,6 +66,8 @@
 //   decode_d*_*.cu      one instantiation per (head dim, dtype)
 //   api.cu              this file: the split rule, dispatch, device limits, registration
 //   probe/probe.cu      tiny cases with PASS/FAIL lines, to run first on a new machine
+//   candidate/          a candidate next attention kernel, the decoding step "12_decode_v2"
+//                       (decode_params.cuh: its design and prediction)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
