@@ -232,11 +232,10 @@ DecodeStepRegistrar::DecodeStepRegistrar(const DecodeStepInfo& info) {
   r.add(info);
   // A chapter's candidate next version comes after the chapter's step, whatever the order
   // of registration (the order of static initialisation across files is unspecified).
-  std::stable_sort(r.ordered.begin(), r.ordered.end(),
-                   [](const DecodeStepInfo* a, const DecodeStepInfo* b) {
-                     return a->number != b->number ? a->number < b->number
-                                                   : !a->candidate && b->candidate;
-                   });
+  std::stable_sort(
+      r.ordered.begin(), r.ordered.end(), [](const DecodeStepInfo* a, const DecodeStepInfo* b) {
+        return a->number != b->number ? a->number < b->number : !a->candidate && b->candidate;
+      });
 }
 
 const std::vector<const DecodeStepInfo*>& decode_steps() {

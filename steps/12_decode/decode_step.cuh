@@ -27,9 +27,8 @@ template <class Kernels>
 struct DecodeStep {
   static std::string check_device(const DecodeProblem& p, int splits, const DeviceLimits& prop) {
     if (prop.major < 8)
-      return "compute capability " + std::to_string(prop.major) + "." +
-             std::to_string(prop.minor) + " is below the 8.0 needed by cp.async for step " +
-             Kernels::kName;
+      return "compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+             " is below the 8.0 needed by cp.async for step " + Kernels::kName;
     const int chunks = row_chunks(p, Kernels::kRows);
     const long long y = static_cast<long long>(p.heads_kv) * chunks;
     return check_fits(Kernels::kName, prop, dense_problem(p, 0), Kernels::smem_bytes(p.head_dim),

@@ -17,7 +17,7 @@ struct CandidateKernels {
       "decoding, candidate kernel: every warp its own keys, three cp.async stages, one page "
       "lookup per tile";
   static constexpr bool kCandidate = true;
-  static constexpr int kRows = DecodeTraitsV2<64>::kMaxRows;  // 8 rows per block
+  static constexpr int kRows = DecodeTraitsV2<64>::kMaxRows;     // 8 rows per block
   static int num_splits(const DecodeProblem& p, int sm_count) {  // one wave (decode_params.cuh)
     return num_splits_for(p, sm_count, kRows, true);
   }

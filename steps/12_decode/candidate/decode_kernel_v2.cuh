@@ -46,10 +46,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
   constexpr int kD = Traits::kHeadDim, kN = Traits::kBlockN, kW = Traits::kWarps;
   constexpr int kR = Traits::kMaxRows, kStride = Traits::kStride, kS = Traits::kStages;
   constexpr int kChunks = Traits::kChunksPerRow, kKeys = Traits::kKeysPerWarp;
-  constexpr int kHalfChunks = kChunks / 2;          // the QK dot product: half a key per lane
-  constexpr int kColGroups = Traits::kColGroups;    // PV: 8 columns (16 bytes) per lane
-  constexpr int kG = 32 / kColGroups;               // lanes sharing one column group
-  constexpr int kOutCols = kD / 32;                 // columns per lane in combine_row
+  constexpr int kHalfChunks = kChunks / 2;        // the QK dot product: half a key per lane
+  constexpr int kColGroups = Traits::kColGroups;  // PV: 8 columns (16 bytes) per lane
+  constexpr int kG = 32 / kColGroups;             // lanes sharing one column group
+  constexpr int kOutCols = kD / 32;               // columns per lane in combine_row
 
   extern __shared__ __align__(16) unsigned char smem[];
   float* sQ = reinterpret_cast<float*>(smem);                         // [kR][kD]
@@ -97,8 +97,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
       const int key = x / kChunks, c = x % kChunks;
       const int pos = pos0 + key;
       int64_t row = -1;
-      if (pos < key_end) row = tile_in_page ? (first < 0 ? -1 : first + key * row_elems)
-                                            : cache_row(p, b, pos);
+      if (pos < key_end)
+        row = tile_in_page ? (first < 0 ? -1 : first + key * row_elems) : cache_row(p, b, pos);
       const bool ok = row >= 0;
       const int64_t src = ok ? row + int64_t{g} * kD + c * 8 : 0;
       cp_async_16(smem_u32(sK + key * kStride + c * 8), k_cache + src, ok);
@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     const int stage = (t - t_begin) % kS;
     cp_async_wait<kS - 2>();  // tile t has landed (this thread's copies) …
     __syncthreads();          // … everyone's, and every warp is done with tile t − 1's stage
-    {  // refill the stage tile t − 1 used with tile t + kS − 1
+    {                         // refill the stage tile t − 1 used with tile t + kS − 1
       const int next = t + kS - 1;
       if (next < t_end) load_tile(next, (stage + kS - 1) % kS);
       cp_async_commit();
@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
         if (r >= rows) break;  // the same for the whole block
         const float4 qa = *reinterpret_cast<const float4*>(sQ + r * kD + col);
         const float4 qb = *reinterpret_cast<const float4*>(sQ + r * kD + col + 4);
-        s[r] += qa.x * k[0] + qa.y * k[1] + qa.z * k[2] + qa.w * k[3] + qb.x * k[4] +
-                qb.y * k[5] + qb.z * k[6] + qb.w * k[7];
+        s[r] += qa.x * k[0] + qa.y * k[1] + qa.z * k[2] + qa.w * k[3] + qb.x * k[4] + qb.y * k[5] +
+                qb.z * k[6] + qb.w * k[7];
       }
     }
 
