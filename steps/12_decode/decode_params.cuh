@@ -99,7 +99,7 @@ struct DecodeTraits {
 // PV 8 × (1 LDS.128 + 8 unpacks + R · (1 SHFL + 8 FFMA)) = 72 + 72 R; loop and barrier ≈ 30:
 // ≈ 260 + 180 R, so ≈ 440 at R = 1 (MHA), ≈ 980 at R = 4 (GQA 32/8). Two blocks of 4 warps
 // per SM on 4 schedulers issue one 64 KiB pair of tiles in ≈ 2 · 4 · 440 / 4 = 880 cycles
-// (0.5 µs at 1.75 GHz: 130 GB/s per SM) at R = 1, ≈ 1 960 cycles (67 GB/s per SM) at R = 4,
+// (0.5 µs at 1.75 GHz: 130 GB/s per SM) at R = 1, ≈ 1 960 cycles (58 GB/s per SM) at R = 4,
 // both above the 34 GB/s per SM the HBM can give: the kernel should be bound by the bytes.
 // Predicted: >= 4.3 TB/s at batch >= 8 (MHA and GQA; within 5% paged at page 64 and 256,
 // page 16 a few % lower: 4 lookups per tile). The candidate's split rule rounds the split
