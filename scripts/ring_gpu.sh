@@ -8,7 +8,8 @@
 #   scripts/ring_gpu.sh [--build DIR] [--out FILE] [--no-build] [--bench-args "ARGS"]
 #
 # --build: the build folder (default build-gpu, configured Release when it does not exist
-# yet). --out: the table (default docs/results/h200x2-ring.md). --no-build: use the build as
+# yet). --out: the table (default docs/results/h200x2-ring.md; the JSON beside it, the model's
+# plot in docs/images/, scripts/plot_ring.py). --no-build: use the build as
 # it is. --bench-args: more options for ring_bench.py (e.g. "--ns 131072 --reps 5").
 # Nothing here may be skipped: fewer than two GPUs, no PyTorch, or a skipped test is an
 # error. Exit status 0 when every test passed and the table was written, 1 otherwise, 2 on a
@@ -85,9 +86,13 @@ phase "benchmark"
 mkdir -p "$(dirname "$out")"
 # shellcheck disable=SC2086
 steps/13_ring_attention/launch.sh --nproc 2 --timeout 600 ring_bench.py --md "$out" \
-  --json "$logs/bench.json" --tests-log "$summary" \
+  --json "${out%.md}.json" --tests-log "$summary" \
   --command "scripts/ring_gpu.sh${bench_args:+ --bench-args \"$bench_args\"}" $bench_args \
   2>&1 | tee "$logs/bench.log"
 [ "${PIPESTATUS[0]}" = 0 ] || { echo "ring_gpu.sh: the benchmark failed" >&2; status=1; }
+# The model against the measurements (docs/images/<name>_model.png, chapter 13); matplotlib is
+# optional here: without it the plot is left as it was, and it says so.
+plot="docs/images/$(basename "${out%.md}" | tr - _)_model.png"
+"$py" scripts/plot_ring.py "${out%.md}.json" --out "$plot" || echo "note: $plot not redrawn"
 phase "done: $out, logs in $logs, status $status"
 exit $status

@@ -88,7 +88,7 @@ fa_has_cuda() {
 fa_cuda_note() {
   fa_has_cuda && return 0
   cat >&2 <<'MSG'
-note: CUDA toolkit not found (no nvcc): the GPU steps 01-10, their tests and benchmarks, the
+note: CUDA toolkit not found (no nvcc): the GPU steps (01-13), their tests and benchmarks, the
   tour and the C API were not built; the CPU chapter (reference, chapter 00, exercise 00, the
   CPU tests) and the docs were. For the GPU steps install CUDA 12.4 or newer from NVIDIA's
   repository (https://developer.nvidia.com/cuda-downloads), e.g. on Debian 12 / Ubuntu

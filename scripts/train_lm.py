@@ -19,7 +19,7 @@ every step and the validation loss every --eval-every steps.
 
 The defaults (d_model 512 = 8 heads of d = 64, 6 layers, context 1024, batch 16, 300 steps)
 make a model of about 20 M parameters, sized to finish in about a minute per run on an H200
-(an estimate, not yet measured): d = 64 is a head dim every attention step accepts; a context
+(measured there: about a million tokens per second, docs/results/h200-lm.md): d = 64 is a head dim every attention step accepts; a context
 of 1024 makes attention a real share of each step (causal, about a seventh of a block's FLOPs,
 2·N·d_model per token against the projections' and MLP's 24·d_model², and more of its time);
 and 300 steps of 16 K tokens (about 13 passes over the training text) are enough for the two

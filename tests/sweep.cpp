@@ -26,6 +26,7 @@
 #include "common/registry.h"
 #include "reference/compare.h"
 #include "steps/harness/cli.h"
+#include "tests/backward_case.h"
 #include "tests/decode_cases.h"
 #include "tests/decode_gpu.h"
 
@@ -171,21 +172,12 @@ int main(int argc, char** argv) try {
         }
       }
       if (!todo_backward.empty()) {
-        // dO ~ N(0, 1) in the problem's dtype; O and L from the double reference.
-        std::vector<float> d_o =
-            fa::make_inputs(p, fa::Distribution::Normal, (seed + i) ^ 0x9e3779b97f4a7c15ull).q;
-        const fa::ref::ExpectedBackward want = fa::ref::expected_backward(in, std::move(d_o));
+        const fa::ref::ExpectedBackward want = fa::test::backward_expected(in, seed + i);
         for (const fa::StepInfo* s : todo_backward) {
           std::string e;
           try {
-            fa::DeviceBackward dev(
-                in, want.o, want.lse, want.d_o,
-                s->backward_workspace_bytes ? s->backward_workspace_bytes(p) : 0);
-            dev.poison();
-            fa::run_backward(*s, p, dev.tensors(), dev.workspace());
-            std::vector<float> dq, dk, dv;
-            dev.download(&dq, &dk, &dv);
-            e = fa::ref::verdict_backward(p, dq, dk, dv, want);
+            const fa::test::Grads g = fa::test::run_backward_case(*s, in, want);
+            e = fa::ref::verdict_backward(p, g.dq, g.dk, g.dv, want);
           } catch (const std::exception& ex) {
             e = ex.what();
           }

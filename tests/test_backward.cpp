@@ -21,6 +21,7 @@
 #include "common/device_problem.h"
 #include "common/launch.h"
 #include "reference/compare.h"
+#include "tests/backward_case.h"
 #include "tests/catch.hpp"
 #include "tests/gpu_suite.h"
 
@@ -33,36 +34,25 @@ using fa::ref::ExpectedBackward;
 using namespace fa::test;
 
 /// What a backward step wrote.
-struct Grads {
-  std::vector<float> dq, dk, dv;
-};
-
-// Changes Q, K, V or dO of a case before it runs (numerics tests plant NaN and Inf).
 using Plant = void (*)(fa::HostInputs&, std::vector<float>& d_o);
 
-/// A backward case: Q, K, V from `seed`, dO from a seed derived from it (then `plant`, if
-/// any), O and L from the double reference, and the expected gradients.
 std::pair<fa::HostInputs, ExpectedBackward> make_case(const Problem& p, Distribution dist,
                                                       std::uint64_t seed, Plant plant = nullptr) {
   fa::HostInputs in = fa::make_inputs(p, dist, seed);
-  // dO ~ N(0, 1) in the problem's dtype: the Q of inputs drawn from another seed.
+  if (!plant) {
+    ExpectedBackward want = backward_expected(in, seed);
+    return {std::move(in), std::move(want)};
+  }
+  // dO as backward_expected draws it, then the plant edits the inputs and dO together.
   std::vector<float> d_o = fa::make_inputs(p, Distribution::Normal, seed ^ 0x9e3779b97f4a7c15ull).q;
-  if (plant) plant(in, d_o);
+  plant(in, d_o);
   ExpectedBackward want = fa::ref::expected_backward(in, std::move(d_o));
   return {std::move(in), std::move(want)};
 }
 
-/// Runs `step`'s backward on poisoned gradients and workspace; returns what it wrote.
 Grads run_backward_on_device(const StepInfo& step, const fa::HostInputs& in,
                              const ExpectedBackward& want) {
-  const Problem& p = in.problem;
-  fa::DeviceBackward dev(in, want.o, want.lse, want.d_o,
-                         step.backward_workspace_bytes ? step.backward_workspace_bytes(p) : 0);
-  dev.poison();
-  fa::run_backward(step, p, dev.tensors(), dev.workspace());
-  Grads g;
-  dev.download(&g.dq, &g.dk, &g.dv);
-  return g;
+  return run_backward_case(step, in, want);
 }
 
 std::string verdict(const Problem& p, const Grads& g, const ExpectedBackward& want) {

@@ -135,7 +135,7 @@ struct BwdParams {
 //
 // What limits it. 194 TFLOP/s is ~740 FLOPs per clock per SM (132 SMs, ~1.98 GHz): 45–50% of
 // the shared-memory cap above and under a third of mma.sync's rate, so neither pipe is full;
-// the time goes to latency that one CTA of 8 warps (two per SM sub-partition, 241–255
+// the time goes to latency that one CTA of 8 warps (two per SM sub-partition, 240–255
 // registers, no room for a second CTA) cannot hide:
 //  * Barriers. Two __syncthreads per Q tile (three on the causal diagonal, __syncthreads_or).
 //    A Q tile is ~7,000 clocks of the CTA's time at d = 128 (5.2 MFLOP at 740 per clock),

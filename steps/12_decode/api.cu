@@ -34,7 +34,9 @@
 // So a batch that already fills the GPU (base >= 2 · SMs) is not split, and one long sequence
 // on few heads is split the most. Each sequence's tiles are dealt ⌈tiles / splits⌉ per split;
 // splits past a short sequence's end write an empty partial (L_s = −inf). The constants are a
-// first choice, not yet measured. Tests force the split count (decode_splits(step, p, forced)):
+// first choice; docs/results/h200-decode.md times the rule next to every forced count (it
+// loses to 8 splits at B = 1, MHA, N >= 16k and to 4 at B = 8, GQA 32/8: chapter 12). Tests
+// force the split count (decode_splits(step, p, forced)):
 // one split must give what many give, within the tolerance.
 //
 // Memory traffic: every cached K/V row of a sequence read once per K/V head (once per row

@@ -34,9 +34,9 @@ namespace fa::step12 {
 // words, 4 banks apart): no conflicts, the fix step 06 used.
 //
 // The arithmetic runs on the CUDA cores in fp32: decoding reads every key and value once for
-// a few query rows (2 · rows FLOPs per byte of K/V at 16 bits), so the cache's bytes, not the
-// tensor cores, bound it. With 32 rows the tensor cores would start to matter; that is left
-// for a later step.
+// a few query rows (rows FLOPs per byte of K/V at 16 bits: 4d FLOPs per row and key, 4d
+// bytes), so the cache's bytes, not the tensor cores, bound it. With 32 rows the tensor cores would
+// start to matter; that is left for a later step.
 // ---------------------------------------------------------------------------------------------
 template <int kHeadDim_>
 struct DecodeTraits {

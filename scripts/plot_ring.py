@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""plot_ring.py — the ring's time model (steps/13_ring_attention/ring_plan.py, the mirror of
+reference/ring.h's ring_time) against the ring benchmark's measurements.
+
+Reads the JSON that ring_bench.py writes (docs/results/h200x2-ring.json): per mask, the
+model's two constants calibrated on the two-GPU run (a rank's throughput F and the link's
+bandwidth W), and the measured times. Draws, per mask (full; causal with zigzag chunks), the
+modelled time of one attention (B, heads and d of the benchmark) against N for 1, 2, 8 and 64
+GPUs, the measured two-GPU times as points, and each ring's edge N (below it some step's
+send outlasts its compute: ring_min_hidden_n) as a dotted line. The 8- and 64-GPU lines
+assume every link as fast as the one measured.
+
+    scripts/plot_ring.py docs/results/h200x2-ring.json --out docs/images/h200x2_ring_model.png
+"""
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "steps", "13_ring_attention"))
+import ring_plan  # noqa: E402
+
+CONFIGS = (("full", False, "zigzag", "non-causal"), ("causal zigzag", True, "zigzag",
+                                                      "causal, zigzag chunks"))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Plot the ring's time model against the "
+                                 "measurements (ring_bench.py's JSON).")
+    ap.add_argument("results", help="ring_bench.py's JSON, e.g. docs/results/h200x2-ring.json")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "images",
+                                                  "h200x2_ring_model.png"))
+    ap.add_argument("--ranks", default="2,8,64", help="GPU counts to model, comma-separated")
+    args = ap.parse_args(argv)
+    try:
+        ranks = [int(x) for x in args.ranks.split(",")]
+    except ValueError:
+        ap.error(f"--ranks: {args.ranks!r} is not a comma-separated list of integers")
+    if not ranks or min(ranks) < 1:
+        ap.error(f"--ranks: {args.ranks!r}: every count must be at least 1")
+    with open(args.results) as f:
+        doc = json.load(f)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plot_ring: matplotlib is not installed; nothing drawn", file=sys.stderr)
+        return 1
+    shape = doc["shape"]
+    b, h, d, dt = shape["batch"], shape["heads"], shape["head_dim"], shape["dtype"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    for ax, (config, causal, layout, title) in zip(axes, CONFIGS):
+        pred = next(p for p in doc["predictions"] if p["config"] == config)
+        f_s, w_s = pred["flops_per_s"], pred["bytes_per_s"]
+        ns = [2 ** k for k in range(12, 23)]  # 4k .. 4M
+        for p in [1] + ranks:
+            pts = []
+            for n in ns:
+                if n % ring_plan.num_chunks(p, layout):
+                    continue
+                t = ring_plan.ring_time(b, h, h, n, d, dt, causal, p, layout, f_s, w_s)
+                pts.append((n, t.total_s * 1e3))
+            label = "one GPU (model)" if p == 1 else f"{p} GPUs (model)"
+            ax.plot([x for x, _ in pts], [y for _, y in pts], "-" if p > 1 else "--", label=label)
+            if p > 1:
+                edge = ring_plan.ring_min_hidden_n(b, h, h, d, dt, causal, p, layout, f_s, w_s)
+                ax.axvline(edge, ls=":", lw=1, color=ax.lines[-1].get_color())
+        meas = [(r["n"], r["ring"][config]["both_ms"]) for r in doc["rows"]]
+        single = [(r["n"], r["single_ms"]["causal" if causal else "full"]) for r in doc["rows"]]
+        ax.plot([x for x, _ in meas], [y for _, y in meas], "o", color="black",
+                label=f"{doc['gpus']} GPUs, measured")
+        ax.plot([x for x, _ in single], [y for _, y in single], "s", mfc="none", color="black",
+                label="one GPU, measured")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length N (tokens); dotted: each ring's edge N")
+        ax.set_title(f"{title}: F = {f_s / 1e12:.0f} TFLOP/s, W = {w_s / 1e9:.0f} GB/s")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("time of one attention (ms)")
+    axes[1].legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"Ring attention's time model, calibrated on {doc['gpus']} × {doc['gpu']}: "
+                 f"B = {b}, {h} heads, d = {d}, {dt}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=110)
+    print(f"plot_ring: wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
