@@ -58,6 +58,11 @@ struct DecodeStepInfo {
   int alignment = 16;          ///< alignment in bytes of q, k_new, v_new, the caches, o and the
                                ///< workspace
   int max_splits = 1;          ///< the most splits of the keys a launch may ask for
+  /// A candidate next version of the chapter's kernel (e.g. "12_decode_v2"): registered so
+  /// that the decoding benchmark times it and the decoding tests judge it beside the
+  /// chapter's step, found by its name or slug only (the chapter's number names the chapter's
+  /// own step), listed after it.
+  bool candidate = false;
 
   /// The split rule: how many ranges to cut the keys into on a device with `sm_count`
   /// multiprocessors (1 .. max_splits).
@@ -83,7 +88,8 @@ struct DecodeStepInfo {
 /// \return the registry (filled before main() by the FA_REGISTER_DECODE_STEP lines)
 const std::vector<const DecodeStepInfo*>& decode_steps();
 
-/// \brief Finds a decoding step by folder name, number or slug, like find_step().
+/// \brief Finds a decoding step by folder name, number or slug, like find_step(); a candidate
+/// (DecodeStepInfo::candidate) by name or slug only.
 /// \param key what the user typed \return the step, or nullptr
 const DecodeStepInfo* find_decode_step(const std::string& key);
 

@@ -26,8 +26,9 @@ struct Registry {
   void add(const Info& info) {
     storage.push_back(std::make_unique<Info>(info));
     ordered.push_back(storage.back().get());
-    std::sort(ordered.begin(), ordered.end(),
-              [](const Info* a, const Info* b) { return a->number < b->number; });
+    // Stable: steps of one number (a decoding step and its candidate) keep their order.
+    std::stable_sort(ordered.begin(), ordered.end(),
+                     [](const Info* a, const Info* b) { return a->number < b->number; });
   }
 };
 
@@ -46,13 +47,16 @@ const std::vector<const StepInfo*>& steps() { return Registry<StepInfo>::get().o
 namespace {
 
 /// Does `key` name the step called `name` with chapter `number` (name, slug or number)?
+/// A `number` that no key names (a candidate decoding step answers to its name only).
+constexpr int kNoNumber = -1;
+
 bool names_step(const std::string& key, const std::string& name, int number) {
   const std::string slug = name.substr(name.find('_') + 1);
   if (key == name || key == slug) return true;
   try {
     std::size_t used = 0;
     const int n = std::stoi(key, &used);
-    return used == key.size() && n == number;
+    return used == key.size() && number != kNoNumber && n == number;
   } catch (const std::exception&) {
     return false;
   }
@@ -224,7 +228,14 @@ std::string check_fits(const char* step, const DeviceLimits& prop, const Problem
 // ---------------------------------------------------------------------------------------------
 
 DecodeStepRegistrar::DecodeStepRegistrar(const DecodeStepInfo& info) {
-  Registry<DecodeStepInfo>::get().add(info);
+  auto& r = Registry<DecodeStepInfo>::get();
+  r.add(info);
+  // A chapter's candidate next version comes after the chapter's step, whatever the order
+  // of registration (the order of static initialisation across files is unspecified).
+  std::stable_sort(
+      r.ordered.begin(), r.ordered.end(), [](const DecodeStepInfo* a, const DecodeStepInfo* b) {
+        return a->number != b->number ? a->number < b->number : !a->candidate && b->candidate;
+      });
 }
 
 const std::vector<const DecodeStepInfo*>& decode_steps() {
@@ -233,7 +244,7 @@ const std::vector<const DecodeStepInfo*>& decode_steps() {
 
 const DecodeStepInfo* find_decode_step(const std::string& key) {
   for (const DecodeStepInfo* s : decode_steps())
-    if (names_step(key, s->name, s->number)) return s;
+    if (names_step(key, s->name, s->candidate ? kNoNumber : s->number)) return s;
   return nullptr;
 }
 

@@ -603,7 +603,7 @@ TEST_CASE("C API: a decoding step, problem or split count is refused before any 
   }
   // Unknown and null step names.
   CHECK(decode("07", &good.p, 1, x) == FA_ERROR_UNKNOWN_STEP);
-  CHECK(last() == "step (07) is not a registered decoding step; known: 12_decode");
+  CHECK(last() == "step (07) is not a registered decoding step; known: 12_decode, 12_decode_v2");
   CHECK(fa_decode_workspace_bytes(nullptr, &good.p, 1, &bytes) == FA_ERROR_UNKNOWN_STEP);
   CHECK(last() == "pointer step is null");
   CHECK(fa_decode_splits(decode_step(), &good.p, nullptr) == FA_ERROR_INVALID_ARGUMENT);

@@ -66,8 +66,12 @@
 //   append.cu           the append kernel
 //   decode_kernel.cuh   the split-KV attention kernel and the combine kernel
 //   decode_d*_*.cu      one instantiation per (head dim, dtype)
-//   api.cu              this file: the split rule, dispatch, device limits, registration
+//   api.cu              this file: the split rule, registration
+//   decode_step.cuh     dispatch, device limits and the step's DecodeStepInfo (with the
+//                       candidate's)
 //   probe/probe.cu      tiny cases with PASS/FAIL lines, to run first on a new machine
+//   candidate/          a candidate next attention kernel, the decoding step "12_decode_v2"
+//                       (decode_params.cuh: its design and prediction)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -79,16 +83,22 @@
 
 #include "common/decode_registry.h"
 #include "decode_params.cuh"
+#include "decode_step.cuh"
 
 namespace fa::step12 {
 
 int num_splits(const DecodeProblem& p, int sm_count) {
-  const long long base = static_cast<long long>(p.batch) * p.heads_kv * row_chunks(p);
+  return num_splits_for(p, sm_count, DecodeTraits<64>::kMaxRows, false);
+}
+
+int num_splits_for(const DecodeProblem& p, int sm_count, int rows_per_block, bool round_down) {
+  const long long base =
+      static_cast<long long>(p.batch) * p.heads_kv * row_chunks(p, rows_per_block);
   const long long target = static_cast<long long>(kTargetBlocksPerSm) * std::max(sm_count, 1);
   if (base >= target) return 1;
   const int block_n = DecodeTraits<64>::kBlockN;
   const long long tiles = (p.max_kv_len() + block_n - 1) / block_n;
-  long long splits = (target + base - 1) / base;
+  long long splits = round_down ? target / base : (target + base - 1) / base;
   splits = std::min(splits, std::max(1LL, tiles / kMinTilesPerSplit));
   splits = std::clamp(splits, 1LL, static_cast<long long>(kMaxSplits));
   // The kernel deals ⌈tiles / splits⌉ tiles per split: keep only the splits that get some
@@ -137,86 +147,27 @@ DecodeParams make_params(const DecodeProblem& prob, const DecodeTensors& t, int 
 
 namespace {
 
-constexpr const char* kStepName = "12_decode";
-
-std::size_t smem_bytes(int head_dim) {
-  return head_dim == 128 ? DecodeTraits<128>::kSmemBytes : DecodeTraits<64>::kSmemBytes;
-}
-
-std::string check_device(const DecodeProblem& p, int splits, const DeviceLimits& prop) {
-  if (prop.major < 8)
-    return "compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
-           " is below the 8.0 needed by cp.async for step " + kStepName;
-  const long long y = static_cast<long long>(p.heads_kv) * row_chunks(p);
-  return check_fits(kStepName, prop, dense_problem(p, 0), smem_bytes(p.head_dim),
-                    {{0, splits, "num_splits (" + std::to_string(splits) + ")"},
-                     {1, y,
-                      "heads_kv * row chunks (" + std::to_string(p.heads_kv) + " * " +
-                          std::to_string(row_chunks(p)) + ")"},
-                     {1, p.batch, "batch (" + std::to_string(p.batch) + ") of the append"},
-                     {2, p.batch, "batch (" + std::to_string(p.batch) + ")"}});
-}
-
-template <class Element>
-bool attend(int head_dim, const DecodeParams& p, cudaStream_t stream) {
-  switch (head_dim) {
-    case 64:
-      run_attend_combine<64, Element>(p, stream);
-      return true;
-    case 128:
-      run_attend_combine<128, Element>(p, stream);
-      return true;
-    default:
-      return false;
+// What the registration (decode_step.cuh, shared with the candidate next version) needs of
+// this step's kernels.
+struct ChapterKernels {
+  static constexpr const char* kName = "12_decode";
+  static constexpr const char* kLesson =
+      "decoding: split-KV attention over a paged or contiguous cache, then a combine";
+  static constexpr bool kCandidate = false;
+  static constexpr int kRows = DecodeTraits<64>::kMaxRows;
+  static int num_splits(const DecodeProblem& p, int sm_count) {
+    return step12::num_splits(p, sm_count);
   }
-}
+  static std::size_t smem_bytes(int head_dim) {
+    return head_dim == 128 ? DecodeTraits<128>::kSmemBytes : DecodeTraits<64>::kSmemBytes;
+  }
+  template <int kHeadDim, class Element>
+  static void launch(const DecodeParams& p, cudaStream_t stream) {
+    run_attend_combine<kHeadDim, Element>(p, stream);
+  }
+};
 
-void check_supported(const DecodeProblem& prob) {  // guards direct calls
-  if ((prob.dtype != DType::F16 && prob.dtype != DType::BF16) ||
-      (prob.head_dim != 64 && prob.head_dim != 128))
-    throw std::invalid_argument(std::string("dtype ") + dtype_name(prob.dtype) + " with head_dim " +
-                                std::to_string(prob.head_dim) + " is not supported by step " +
-                                kStepName);
-}
-
-void attend_combine(const DecodeProblem& prob, const DecodeParams& p, cudaStream_t stream) {
-  if (prob.dtype == DType::BF16)
-    attend<__nv_bfloat16>(prob.head_dim, p, stream);
-  else
-    attend<__half>(prob.head_dim, p, stream);
-}
-
-void run(const DecodeProblem& prob, const DecodeTensors& t, int splits, void* workspace,
-         cudaStream_t stream) {
-  check_supported(prob);
-  const DecodeParams p = make_params(prob, t, splits, workspace);
-  run_append(p, stream);
-  attend_combine(prob, p, stream);
-}
-
-// Phases 2 and 3 alone, over a cache that already holds the step's rows (the benchmark's).
-void attend_only(const DecodeProblem& prob, const DecodeTensors& t, int splits, void* workspace,
-                 cudaStream_t stream) {
-  check_supported(prob);
-  attend_combine(prob, make_params(prob, t, splits, workspace), stream);
-}
-
-DecodeStepInfo info() {
-  DecodeStepInfo s;
-  s.number = 12;
-  s.name = kStepName;
-  s.lesson = "decoding: split-KV attention over a paged or contiguous cache, then a combine";
-  s.dtypes = {DType::F16, DType::BF16};
-  s.head_dims = {64, 128};
-  s.alignment = 16;  // cp.async and the append move 16 bytes
-  s.max_splits = kMaxSplits;
-  s.num_splits = num_splits;
-  s.workspace_bytes = workspace_bytes;
-  s.check_device = check_device;
-  s.run = run;
-  s.attend = attend_only;
-  return s;
-}
+DecodeStepInfo info() { return DecodeStep<ChapterKernels>::info(); }
 
 FA_REGISTER_DECODE_STEP(info);
 

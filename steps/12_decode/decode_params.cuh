@@ -60,6 +60,81 @@ struct DecodeTraits {
   static_assert(kBlockN == 64, "the score loop gives each lane keys lane and lane + 32");
 };
 
+// ---------------------------------------------------------------------------------------------
+// The candidate next version ("12_decode_v2", candidate/decode_kernel_v2.cuh), timed and tested
+// beside this step's kernel; not the chapter's lesson until the measurements say so.
+//
+// The prediction, written before it runs. On the H200 (132 SMs, HBM read 4.53 TB/s measured)
+// 4.5 TB/s is 4.5e12 / 132 = 34 bytes per ns per SM. Little's law: bytes in flight per SM =
+// rate × latency; with a loaded HBM latency of 0.7 … 1 µs that is 24 … 34 KB in flight on
+// every SM, all the time. This kernel keeps one 32 KiB tile (d = 128, K+V, bf16) in flight per
+// block while it computes the other, and nothing while it waits. But the measured ~7 µs per
+// tile is far above 1 µs: the block is bound by its instructions, not by the latency. At
+// q_len = 1 and one query head per K/V head (MHA) the block has one row, so warp 0 alone
+// computes (rows w, w + 4, … belong to warp w) while three warps wait at the barrier; per
+// tile it issues ≈ 250 (the tile's copies, a page lookup per row) + 16 × 40 (QK: two keys per
+// lane, 16-byte chunks, bf16 unpacks) + 64 × 14 (PV: one key after the other, a dependent
+// LDS per key) ≈ 1 800 instructions, mostly waiting on shared-memory latency: 7 µs at
+// ~0.15 IPC. More splits only add blocks doing the same, hence "the split count changes
+// nothing" at batch >= 8.
+//
+// The candidate, and the figure each change should give (d = 128, bf16, q_len = 1):
+//   1. every warp streams its own 16 keys of each 64-key tile with its own (m, ℓ, O) for every
+//      row, merged in the block at the end of the split by combine_row(), the combine
+//      kernel's merge: four warps compute instead of one, whatever the rows;
+//   2. each lane owns half a key in the QK dot product (lanes j and j + 16 hold key j):
+//      1 shuffle per key and row instead of a 5-shuffle reduction per row; the max over the
+//      warp's 16 keys takes 4;
+//   3. 16-byte loads of V (8 columns per lane), P fetched by a shuffle from the key's lane;
+//   4. kStages = 3: two tiles (64 KiB) in flight per block while one is computed; at 106 KiB
+//      of shared memory 2 blocks fit an SM: 128 KiB in flight per SM, ≈ 4× Little's 34 KB,
+//      so half the blocks of an SM may stall and the HBM still sees enough requests;
+//   5. one block-table lookup per tile when page_size is a multiple of 64 (a tile then lies
+//      in one page), one per key otherwise (page 16: 4 per tile, not 1 024 per tile).
+// Rows per block drop to kMaxRows = 8 (a warp holds every row: 8 × 8 accumulators), so a
+// group with more rows than 8 (MQA over 8 heads with 2 new tokens) is cut into more row
+// chunks that read the same tiles again from L2; the measured shapes have 1 or 4 rows.
+// Per tile and warp (16 keys, R rows): copies 16 × 2 cp.async + ~40 addressing ≈ 80;
+// QK 8 × (1 LDS.128 + 8 unpacks + R · (2 LDS.128 + 8 FFMA)) = 72 + 80 R; softmax ≈ 25 R;
+// PV 8 × (1 LDS.128 + 8 unpacks + R · (1 SHFL + 8 FFMA)) = 72 + 72 R; loop and barrier ≈ 30:
+// ≈ 260 + 180 R, so ≈ 440 at R = 1 (MHA), ≈ 980 at R = 4 (GQA 32/8). Two blocks of 4 warps
+// per SM on 4 schedulers issue one 64 KiB pair of tiles in ≈ 2 · 4 · 440 / 4 = 880 cycles
+// (0.5 µs at 1.75 GHz: 130 GB/s per SM) at R = 1, ≈ 1 960 cycles (58 GB/s per SM) at R = 4,
+// both above the 34 GB/s per SM the HBM can give: the kernel should be bound by the bytes.
+// Predicted: >= 4.3 TB/s at batch >= 8 (MHA and GQA; within 5% paged at page 64 and 256,
+// page 16 a few % lower: 4 lookups per tile). The candidate's split rule rounds the split
+// count down, so that its blocks fit one wave of 2 per SM (this step's rule rounds up: at
+// batch 8, MHA, it launches 512 blocks for 264 places, a second wave of 248). Batch 1 with
+// 16 384 keys: MHA 32 heads × 8 splits = 256 blocks of 32 tiles, ≥ 3.0 TB/s (the two-tile
+// prologue and the combine are a few % of a split); GQA 32/8: 8 heads × 32 splits = 256
+// blocks of 8 tiles, ≥ 2.5 TB/s (the prologue is a quarter of a split). What to
+// check if it falls short: the split rule (kMinTilesPerSplit = 2 leaves a 2-stage prologue
+// uncovered), registers (the o[8][8] accumulators: -Xptxas -v, no spills), and ncu's
+// "long scoreboard" vs "barrier" stall split.
+// ---------------------------------------------------------------------------------------------
+template <int kHeadDim_>
+struct DecodeTraitsV2 {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMaxRows = 8;                     // every warp holds every row
+  static constexpr int kBlockN = 64;                     // keys per tile
+  static constexpr int kKeysPerWarp = kBlockN / kWarps;  // 16: lanes j and j + 16 own key j
+  static constexpr int kStages = 3;                      // two tiles in flight, one computed
+  static constexpr int kPad = 8;
+  static constexpr int kStride = kHeadDim + kPad;
+  static constexpr int kChunksPerRow = kHeadDim / 8;
+  static constexpr int kColGroups = kHeadDim / 8;  // PV: 8 columns (16 bytes) per lane
+  static constexpr std::size_t kQBytes = std::size_t{kMaxRows} * kHeadDim * 4;
+  static constexpr std::size_t kTileBytes = std::size_t{kBlockN} * kStride * 2;
+  static constexpr std::size_t kSmemBytes = kQBytes + 2 * kStages * kTileBytes;
+  // The warps' partials (O and L per warp and row) reuse the stages after the last tile.
+  static constexpr std::size_t kMergeBytes = std::size_t{kWarps} * kMaxRows * (kHeadDim + 1) * 4;
+  static_assert(kKeysPerWarp == 16, "QK: two lanes per key, 32 lanes");
+  static_assert(kHeadDim % 16 == 0 && 32 % kColGroups == 0, "PV: column groups tile a warp");
+  static_assert(kMergeBytes <= 2 * kStages * kTileBytes, "the merge fits in the stages");
+};
+
 /// \brief The combine kernel: one warp per output row, this many rows per block.
 constexpr int kCombineRowsPerBlock = 4;
 /// \brief The most splits a launch may use (DecodeStepInfo::max_splits).
@@ -71,14 +146,21 @@ constexpr int kMinTilesPerSplit = 2;
 
 /// \brief Row chunks of one K/V head's rows (group · q_len, kMaxRows per block).
 /// \param p the problem \return ⌈group · q_len / kMaxRows⌉
-inline int row_chunks(const DecodeProblem& p) {
-  const int rows = p.group_size() * p.q_len, per = DecodeTraits<64>::kMaxRows;
+/// \param per rows per block (the candidate's kMaxRows = 8)
+inline int row_chunks(const DecodeProblem& p, int per = DecodeTraits<64>::kMaxRows) {
+  const int rows = p.group_size() * p.q_len;
   return (rows + per - 1) / per;
 }
 
 /// \brief The split rule (documented in api.cu). \param p the problem
 /// \param sm_count the device's SMs \return 1 .. kMaxSplits
 int num_splits(const DecodeProblem& p, int sm_count);
+
+/// \brief The split rule for blocks of `rows_per_block` rows, the split count rounded up
+/// (num_splits(): 32 rows, up) or down (the candidate's: 8 rows, down, one wave).
+/// \param p the problem \param sm_count the device's SMs \param rows_per_block rows per
+/// block \param round_down round kTargetBlocksPerSm · SMs / blocks down \return 1 .. kMaxSplits
+int num_splits_for(const DecodeProblem& p, int sm_count, int rows_per_block, bool round_down);
 
 /// \brief What the kernels need, by value (a __grid_constant__ argument).
 struct DecodeParams {

@@ -67,6 +67,31 @@ __device__ __forceinline__ int kv_len_of(const DecodeParams& p, int cache_len) {
   return max(0, min(cache_len + p.q_len, p.capacity));
 }
 
+/// \brief Rows row0 … row0 + rows − 1 of K/V head g's group (row r = hg · q_len + i: query head
+/// g · group + hg, new token i) of sequence b's Q into sQ ([rows][kD], fp32), scaled by
+/// scale · log2(e) so that scores come out in log2 units; called by the kThreads threads of
+/// the block.
+template <int kD, int kThreads, class Element>
+__device__ __forceinline__ void load_q(const DecodeParams& p, int b, int g, int row0, int rows,
+                                       float* sQ) {
+  constexpr int kChunks = kD / 8;
+  const Element* q = static_cast<const Element*>(p.q);
+  for (int x = threadIdx.x; x < rows * kChunks; x += kThreads) {
+    const int r = x / kChunks, c = x % kChunks;
+    const int hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
+    const int h = g * p.group + hg;
+    const uint4 u = *reinterpret_cast<const uint4*>(
+        q + ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kD + c * 8);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = unpack_pair<Element>(w[k]);
+      sQ[r * kD + c * 8 + 2 * k] = f.x * p.scale_log2;
+      sQ[r * kD + c * 8 + 2 * k + 1] = f.y * p.scale_log2;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The split-KV attention kernel
 // ---------------------------------------------------------------------------------------------
@@ -138,21 +163,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   cp_async_commit();
 
   // Q of the block's rows, scaled by scale · log2(e) so that scores come out in log2 units.
-  const Element* q = static_cast<const Element*>(p.q);
-  for (int x = tid; x < rows * kChunks; x += Traits::kThreads) {
-    const int r = x / kChunks, c = x % kChunks;
-    const int hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
-    const int h = g * p.group + hg;
-    const uint4 u = *reinterpret_cast<const uint4*>(
-        q + ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kD + c * 8);
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 f = unpack_pair<Element>(w[k]);
-      sQ[r * kD + c * 8 + 2 * k] = f.x * p.scale_log2;
-      sQ[r * kD + c * 8 + 2 * k + 1] = f.y * p.scale_log2;
-    }
-  }
+  load_q<kD, Traits::kThreads, Element>(p, b, g, row0, rows, sQ);
 
   // Per row rr of this warp (row warp + kW·rr): the running max m (log2 units, the same in
   // every lane), this lane's share of the running sum ℓ, and its kCols columns of O.
@@ -306,10 +317,12 @@ __global__ void __launch_bounds__(32 * kCombineRowsPerBlock)
 // ---------------------------------------------------------------------------------------------
 // Host side
 // ---------------------------------------------------------------------------------------------
-template <int kHeadDim, class Element>
-void run_attend_combine(const DecodeParams& p, cudaStream_t stream) {
-  using Traits = DecodeTraits<kHeadDim>;
-  const auto attend = decode_attention_kernel<Traits, Element>;
+/// \brief Launches `attend` (an attention kernel of Traits' block and shared memory) over the
+/// grid (num_splits, H_kv · row chunks, B), then the combine kernel.
+/// \param attend the kernel \param p the parameters \param stream the stream
+template <class Traits, class Element>
+void launch_attend_combine(void (*attend)(DecodeParams), const DecodeParams& p,
+                           cudaStream_t stream) {
   CUDA_CHECK(cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Traits::kSmemBytes)));
   const dim3 grid(p.num_splits, p.heads_kv * p.row_chunks, p.batch);
@@ -319,8 +332,15 @@ void run_attend_combine(const DecodeParams& p, cudaStream_t stream) {
   const long long rows_all = static_cast<long long>(p.batch) * p.heads_q * p.q_len;
   const unsigned blocks =
       static_cast<unsigned>((rows_all + kCombineRowsPerBlock - 1) / kCombineRowsPerBlock);
-  decode_combine_kernel<kHeadDim, Element><<<blocks, 32 * kCombineRowsPerBlock, 0, stream>>>(p);
+  decode_combine_kernel<Traits::kHeadDim, Element>
+      <<<blocks, 32 * kCombineRowsPerBlock, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();
+}
+
+template <int kHeadDim, class Element>
+void run_attend_combine(const DecodeParams& p, cudaStream_t stream) {
+  using Traits = DecodeTraits<kHeadDim>;
+  launch_attend_combine<Traits, Element>(decode_attention_kernel<Traits, Element>, p, stream);
 }
 
 }  // namespace fa::step12

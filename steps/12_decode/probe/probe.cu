@@ -8,7 +8,9 @@
 //   splits      three tiles in 1, 3 and 8 splits (8: empty splits), paged
 //   gqa causal  4 query heads on one K/V head, 3 new tokens: packing and the causal mask
 //   rule        a long sequence with the split rule's count
-// for fp16 and bf16, d = 64 and 128. Each is judged like the tests (tests/decode_gpu.h).
+// for fp16 and bf16, d = 64 and 128, then the same (but the append) for the candidate next
+// version "12_decode_v2", its lines headed by its name. Each is judged like the tests
+// (tests/decode_gpu.h).
 // Exit status: 0 all pass, 1 a failure, 77 no usable device (skipped).
 //
 //   build/bin/probe_12_decode
@@ -89,39 +91,53 @@ int main() {
     std::printf("SKIPPED: no usable CUDA device (%s)\n", why.c_str());
     return 77;
   }
-  const fa::DecodeStepInfo* step = fa::find_decode_step("12_decode");
-  if (step == nullptr) {
+  const fa::DecodeStepInfo* chapter = fa::find_decode_step("12_decode");
+  if (chapter == nullptr) {
     std::printf("FAIL step 12_decode is not registered\n");
     return 1;
   }
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  if (const std::string why = fa::device_refusal(*step, fa::device_limits(device)); !why.empty()) {
+  if (const std::string why = fa::device_refusal(*chapter, fa::device_limits(device));
+      !why.empty()) {
     std::printf("SKIPPED: %s\n", why.c_str());
     return 77;
   }
-  for (fa::DType t : {fa::DType::F16, fa::DType::BF16}) {
-    for (int d : {64, 128}) {
-      auto with = [&](DecodeProblem p) {
-        p.dtype = t;
-        p.head_dim = d;
-        return p;
-      };
-      const DecodeProblem app = with(shapes(4, 2, 64, 3, {0, 5, 14}));
-      run("append", contiguous(app), [&] { return probe_append(contiguous(app)); });
-      run("append", paged(app, 16, 4), [&] { return probe_append(paged(app, 16, 4)); });
-      const DecodeProblem one = contiguous(with(shapes(1, 1, 64, 1, {0})));
-      run("one key", one, [&] { return probe_one_key(*step, one); });
-      const DecodeProblem tile = contiguous(with(shapes(1, 1, 64, 1, {39})));
-      run("one tile", tile, [&] { return probe_step(*step, tile, 1); });
-      const DecodeProblem three = paged(with(shapes(2, 2, 64, 1, {150})), 16, 5);
-      for (int splits : {1, 3, 8})
-        run("splits " + std::to_string(splits), three,
-            [&] { return probe_step(*step, three, splits); });
-      const DecodeProblem gqa = paged(with(shapes(4, 1, 64, 3, {0, 70})), 16, 6);
-      run("gqa causal", gqa, [&] { return probe_step(*step, gqa, 2); });
-      const DecodeProblem rule = paged(with(shapes(8, 2, 64, 1, {3000})), 64, 7);
-      run("rule", rule, [&] { return probe_step(*step, rule, 0); });
+  // The chapter's step, then its candidate next version (DecodeStepInfo::candidate), whose
+  // lines name it.
+  for (const fa::DecodeStepInfo* step : fa::decode_steps()) {
+    if (step->number != 12) continue;
+    const std::string tag = step->candidate ? std::string(step->name) + ": " : "";
+    if (const std::string why = fa::device_refusal(*step, fa::device_limits(device));
+        !why.empty()) {
+      std::printf("SKIPPED %s%s\n", tag.c_str(), why.c_str());
+      continue;
+    }
+    for (fa::DType t : {fa::DType::F16, fa::DType::BF16}) {
+      for (int d : {64, 128}) {
+        auto with = [&](DecodeProblem p) {
+          p.dtype = t;
+          p.head_dim = d;
+          return p;
+        };
+        if (!step->candidate) {  // the append is the chapter's in both
+          const DecodeProblem app = with(shapes(4, 2, 64, 3, {0, 5, 14}));
+          run("append", contiguous(app), [&] { return probe_append(contiguous(app)); });
+          run("append", paged(app, 16, 4), [&] { return probe_append(paged(app, 16, 4)); });
+        }
+        const DecodeProblem one = contiguous(with(shapes(1, 1, 64, 1, {0})));
+        run(tag + "one key", one, [&] { return probe_one_key(*step, one); });
+        const DecodeProblem tile = contiguous(with(shapes(1, 1, 64, 1, {39})));
+        run(tag + "one tile", tile, [&] { return probe_step(*step, tile, 1); });
+        const DecodeProblem three = paged(with(shapes(2, 2, 64, 1, {150})), 16, 5);
+        for (int splits : {1, 3, 8})
+          run(tag + "splits " + std::to_string(splits), three,
+              [&] { return probe_step(*step, three, splits); });
+        const DecodeProblem gqa = paged(with(shapes(4, 1, 64, 3, {0, 70})), 16, 6);
+        run(tag + "gqa causal", gqa, [&] { return probe_step(*step, gqa, 2); });
+        const DecodeProblem rule = paged(with(shapes(8, 2, 64, 1, {3000})), 64, 7);
+        run(tag + "rule", rule, [&] { return probe_step(*step, rule, 0); });
+      }
     }
   }
   std::printf("%s: %d failure(s)\n", failures == 0 ? "PASS" : "FAIL", failures);
