@@ -254,13 +254,12 @@ struct BwdTraits {
   }
 };
 
-/// \brief Which configuration the step runs. false: the configuration chapter 11 explains and
-/// docs/results/h200.md measures (64 × 128 at d = 64, 32 × 128 at d = 128, every switch off;
-/// bin/variants_11's row r). true: the one bin/variants_11 predicts fastest — one barrier per
-/// Q tile and dQ's atomics in pairs at both d, and 64-row Q tiles at d = 128 (its rows b1p2
-/// and m64b1p2), to be adopted once measured against PyTorch's backward in the same run (the
-/// variants table times it beside row r). Both pass the same tests.
-constexpr bool kTunedBwd = false;
+/// \brief Which configuration the step runs. true (the step's): the one bin/variants_11
+/// measured fastest — one barrier per Q tile and dQ's atomics in pairs at both d, and 64-row
+/// Q tiles at d = 128 (its rows b1p2 and m64b1p2). false: the configuration chapter 11 builds
+/// first (64 × 128 at d = 64, 32 × 128 at d = 128, every switch off; bin/variants_11's row r,
+/// the baseline its table times the others against). Both pass the same tests.
+constexpr bool kTunedBwd = true;
 
 /// \brief The tiles and switches per head dim; both masks and dtypes use them. `Traits` runs
 /// where the device's shared memory per block allows it, `Fallback` elsewhere (check_device
