@@ -68,10 +68,12 @@ def skip_reason(need_ranks=1):
     return None
 
 
-def init(timeout_s=120):
+def init(timeout_s=120, high_priority=False):
     """Joins the job torchrun started (env:// rendezvous, NCCL backend, this process's GPU from
     LOCAL_RANK), with a timeout on every collective; returns (rank, world size). Called again,
-    it returns the group already joined."""
+    it returns the group already joined. high_priority: NCCL's streams are created with the
+    highest CUDA stream priority, so that the GPU starts the blocks of a transfer before blocks
+    of an attention kernel still waiting for an SM (ring_bench.py --nccl-high-priority)."""
     import torch
     import torch.distributed as dist
 
@@ -79,8 +81,12 @@ def init(timeout_s=120):
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
     if not dist.is_initialized():
+        options = None
+        if high_priority:
+            options = dist.ProcessGroupNCCL.Options()
+            options.is_high_priority_stream = True
         dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=timeout_s),
-                                device_id=torch.device("cuda", local))
+                                device_id=torch.device("cuda", local), pg_options=options)
     return dist.get_rank(), dist.get_world_size()
 
 

@@ -44,6 +44,8 @@ CONFIGS = (("full", False, "zigzag"), ("causal zigzag", True, "zigzag"),
 
 
 def positive_ints(text):
+    if text == "none":
+        return []
     try:
         vals = [int(x) for x in text.split(",")]
     except ValueError:
@@ -68,7 +70,10 @@ def parse_args(argv=None):
                     help="more timed calls for a short call, up to 50, until they last this "
                          "long (default 300)")
     ap.add_argument("--backward-ns", type=positive_ints, default=[131072],
-                    help="sequence lengths at which to time the backward too (default 131072)")
+                    help="sequence lengths at which to time the backward too, or none "
+                         "(default 131072)")
+    ap.add_argument("--nccl-high-priority", action="store_true",
+                    help="NCCL's streams at the highest priority (ring_attention.init)")
     ap.add_argument("--spin-cycles", type=int, default=1_000_000,
                     help="GPU spin before each timed call, clock cycles (default 1e6)")
     ap.add_argument("--predict", type=positive_ints, default=[8, 64],
@@ -78,6 +83,8 @@ def parse_args(argv=None):
     ap.add_argument("--tests-log", help="a file of test summary lines to quote in --md")
     ap.add_argument("--command", default="", help="the command line to record in --md")
     args = ap.parse_args(argv)
+    if not args.ns or not args.predict:
+        ap.error("--ns and --predict need at least one value")
     if args.heads < 1 or args.warmup < 0 or args.reps < 1 or args.spin_cycles < 0 or \
             args.min_ms < 0:
         ap.error("--heads and --reps must be at least 1, --warmup, --spin-cycles and --min-ms "
@@ -96,7 +103,7 @@ def main():
         return SKIP
     import torch.distributed as dist
 
-    rank, ranks = ra.init()
+    rank, ranks = ra.init(high_priority=args.nccl_high_priority)
     import ring_plan as rp
 
     for flag, ns in (("--ns", args.ns), ("--backward-ns", args.backward_ns)):
@@ -322,6 +329,7 @@ class Bench:
                "torch": torch.__version__, "cuda": torch.version.cuda,
                "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                "commit": commit(), "command": a.command, "step": "09_warp_specialized",
+               "nccl_streams": "high priority" if a.nccl_high_priority else "default priority",
                "shape": {"batch": 1, "heads": a.heads, "head_dim": a.d, "dtype": a.dtype},
                "rows": rows, "predictions": []}
         if P < 2:
@@ -406,7 +414,7 @@ def markdown(r, args):
              f"# Ring attention on {P} GPUs (step 13)", "",
              f"B = {s['batch']}, {s['heads']} heads (Q and K/V), d = {s['head_dim']}, "
              f"{s['dtype']}; every pair computed by step {r['step']} through the C API, the "
-             "partials merged by fa_merge. Times: CUDA events, a GPU spin before each call, the "
+             f"partials merged by fa_merge; NCCL's streams at {r['nccl_streams']}. Times: CUDA events, a GPU spin before each call, the "
              f"median of {args.reps} calls after {args.warmup} untimed, a ring's time its slowest "
              "rank's. *Speedup*: the step on one GPU over the whole sequence (the same mask) "
              "divided by the ring's time. *Sends in ring*: the time of the ring's sends as they "
