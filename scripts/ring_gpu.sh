@@ -54,7 +54,7 @@ if [ "$no_build" = 0 ]; then
   phase "build ($build)"
   [ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release || exit 1
   cmake --build "$build" -j "$(nproc)" --target flash_tutorial ring_dump test_capi test_cpu \
-    test_12_decode probe_12_decode || exit 1
+    test_capi_decode_gpu test_12_decode probe_12_decode || exit 1
 fi
 export FLASH_TUTORIAL_LIB=$PWD/$build/lib/libflash_tutorial.so
 mkdir -p "$logs"

@@ -68,12 +68,16 @@ def skip_reason(need_ranks=1):
     return None
 
 
-def init(timeout_s=120, high_priority=False):
+def init(timeout_s=120, high_priority=True):
     """Joins the job torchrun started (env:// rendezvous, NCCL backend, this process's GPU from
     LOCAL_RANK), with a timeout on every collective; returns (rank, world size). Called again,
     it returns the group already joined. high_priority: NCCL's streams are created with the
-    highest CUDA stream priority, so that the GPU starts the blocks of a transfer before blocks
-    of an attention kernel still waiting for an SM (ring_bench.py --nccl-high-priority)."""
+    highest CUDA stream priority, so that the GPU starts the blocks of a send as soon as an SM
+    frees, before the blocks of an attention kernel still waiting for one; at the default
+    priority the send's blocks wait behind every block of the kernel queued before them, and
+    the send ends with the step's compute instead of under it (chapter 13 measures both;
+    ring_bench.py --nccl-priority default). A job that joins its own process group gets the
+    same with ProcessGroupNCCL.Options(is_high_priority_stream=True)."""
     import torch
     import torch.distributed as dist
 

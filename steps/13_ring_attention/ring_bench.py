@@ -72,8 +72,8 @@ def parse_args(argv=None):
     ap.add_argument("--backward-ns", type=positive_ints, default=[131072],
                     help="sequence lengths at which to time the backward too, or none "
                          "(default 131072)")
-    ap.add_argument("--nccl-high-priority", action="store_true",
-                    help="NCCL's streams at the highest priority (ring_attention.init)")
+    ap.add_argument("--nccl-priority", default="high", choices=("high", "default"),
+                    help="NCCL's stream priority (ring_attention.init; default high)")
     ap.add_argument("--spin-cycles", type=int, default=1_000_000,
                     help="GPU spin before each timed call, clock cycles (default 1e6)")
     ap.add_argument("--predict", type=positive_ints, default=[8, 64],
@@ -103,7 +103,7 @@ def main():
         return SKIP
     import torch.distributed as dist
 
-    rank, ranks = ra.init(high_priority=args.nccl_high_priority)
+    rank, ranks = ra.init(high_priority=args.nccl_priority == "high")
     import ring_plan as rp
 
     for flag, ns in (("--ns", args.ns), ("--backward-ns", args.backward_ns)):
@@ -329,7 +329,7 @@ class Bench:
                "torch": torch.__version__, "cuda": torch.version.cuda,
                "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                "commit": commit(), "command": a.command, "step": "09_warp_specialized",
-               "nccl_streams": "high priority" if a.nccl_high_priority else "default priority",
+               "nccl_streams": f"{a.nccl_priority} priority",
                "shape": {"batch": 1, "heads": a.heads, "head_dim": a.d, "dtype": a.dtype},
                "rows": rows, "predictions": []}
         if P < 2:
