@@ -125,7 +125,7 @@ def timelines(doc, out, plt):
             ax.set_ylim(0, len(labels))
             ax.set_title(f"N = {row['n']}, {title}: ring {e['both_ms']:.3g} ms, sends "
                          f"{e['sends_in_ring_ms']:.3g} ms, hidden {e['hidden']:.0%} "
-                         f"(model {e.get('model_hidden', 1):.0%})", fontsize=8)
+                         f"(model {e.get('model_hidden', 1):.0%})", fontsize=7.5)
             ax.tick_params(axis="x", labelsize=7)
             ax.grid(True, axis="x", alpha=0.3)
     for ax in axes[-1]:
