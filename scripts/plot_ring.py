@@ -131,7 +131,7 @@ def timelines(doc, out, plt):
     for ax in axes[-1]:
         ax.set_xlabel("ms from the start of the rank's call")
     fig.suptitle(f"Ring attention on {doc['gpus']} × {doc['gpu']}, measured (CUDA events, each "
-                 "rank's median call): compute steps (blue, darker = later step) and the sends "
+                 "rank's median call): compute steps (blue, lighter = later step) and the sends "
                  "of the next slice (orange)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=110)

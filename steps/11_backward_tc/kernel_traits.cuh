@@ -131,7 +131,10 @@ struct BwdParams {
 //   d = 128 full   180.2 / 193.7 / 198.0    torch_flash 228.4 / 288.1 / 305.6
 //   d = 128 causal 129.7 / 161.9 / 183.6    torch_flash 169.3 / 257.1 / 310.1
 //   d = 64  full   169.4 / 186.6 / 189.9    d = 64 causal 120.9 / 157.5 / 174.3
-// Inside the predicted 180–240, and 0.6–0.8 × torch_flash.
+// Inside the predicted 180–240, and 0.6–0.8 × torch_flash. That is the configuration first
+// measured (kTunedBwd = false below); the step runs the tuned one (kTunedBwd = true), measured
+// at 0.76–1.00 × torch_flash's backward for N >= 1024 in the same run (docs/results/h200.md,
+// chapter 11).
 //
 // What limits it. 194 TFLOP/s is ~740 FLOPs per clock per SM (132 SMs, ~1.98 GHz): 45–50% of
 // the shared-memory cap above and under a third of mma.sync's rate, so neither pipe is full;
