@@ -68,9 +68,9 @@
 //
 // Measured against torch_flash: kernel_traits.cuh (the configuration first measured, 0.6–0.8 ×
 // torch_flash; the tuned one the step runs, 0.76–1.00 × for N >= 1024); bin/variants_11 times
-// the tiles and switches (the step's own time: bin/bench_11_backward_tc). Not yet: FlashAttention-2's 2-D warp layout (kernel_traits.cuh
-// says why it is the larger gap); the deterministic mode's memory not bounded (no chunking of
-// the slabs).
+// the tiles and switches (the step's own time: bin/bench_11_backward_tc). Not yet:
+// FlashAttention-2's 2-D warp layout (kernel_traits.cuh says why it is the larger gap); the
+// deterministic mode's memory not bounded (no chunking of the slabs).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
