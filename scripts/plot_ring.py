@@ -108,6 +108,7 @@ def timelines(doc, out, plt):
     for row, line in zip(rows, axes):
         for ax, (config, causal, layout, title) in zip(line, CONFIGS):
             e = row["ring"][config]
+            model_hidden = f"{e['model_hidden']:.0%}" if "model_hidden" in e else "–"
             labels = []
             for r, steps in enumerate(e["timelines"]):
                 for s, m in enumerate(steps):
@@ -125,14 +126,16 @@ def timelines(doc, out, plt):
             ax.set_ylim(0, len(labels))
             ax.set_title(f"N = {row['n']}, {title}: ring {e['both_ms']:.3g} ms, sends "
                          f"{e['sends_in_ring_ms']:.3g} ms, hidden {e['hidden']:.0%} "
-                         f"(model {e.get('model_hidden', 1):.0%})", fontsize=7.5)
+                         f"(model {model_hidden})", fontsize=7.5)
             ax.tick_params(axis="x", labelsize=7)
             ax.grid(True, axis="x", alpha=0.3)
     for ax in axes[-1]:
         ax.set_xlabel("ms from the start of the rank's call")
-    fig.suptitle(f"Ring attention on {doc['gpus']} × {doc['gpu']}, measured (CUDA events, each "
-                 "rank's median call): compute steps (blue, lighter = later step) and the sends "
-                 "of the next slice (orange)", fontsize=9)
+    # Files written before the priority was an option were measured at NCCL's default.
+    streams = doc.get("nccl_streams", "default priority")
+    fig.suptitle(f"Ring attention on {doc['gpus']} × {doc['gpu']}, NCCL's streams at {streams}, "
+                 "measured (CUDA events, each rank's median call): compute steps (blue, lighter = "
+                 "later step) and the sends of the next slice (orange)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     print(f"plot_ring: wrote {out}")

@@ -94,6 +94,6 @@ steps/13_ring_attention/launch.sh --nproc 2 --timeout 600 ring_bench.py --md "$o
 # optional here: without it the plot is left as it was, and it says so.
 plot="docs/images/$(basename "${out%.md}" | tr - _)"
 "$py" scripts/plot_ring.py "${out%.md}.json" --out "${plot}_model.png" \
-  --timeline "${plot}_timeline.png" || echo "note: ${plot}_model.png, ${plot}_timeline.png not redrawn"
+  --timeline "${plot}_timeline.png" || echo "note: ${plot}_model.png or ${plot}_timeline.png not redrawn (plot_ring.py says which)"
 phase "done: $out, logs in $logs, status $status"
 exit $status

@@ -137,6 +137,25 @@ def cat(ts, dim=0):
     return Tensor(np.concatenate([t.a for t in ts], axis=dim), ts[0].dtype)
 
 
+import threading as _threading
+
+_trace = _threading.local()  # per rank (thread): what the ring asked of its streams, in order
+
+
+def log(*what):
+    """Appends to this thread's trace: ("record", stream), ("wait", waiter, waited),
+    ("work_wait", stream) (dist's Work.wait on the current stream)."""
+    if not hasattr(_trace, "events"):
+        _trace.events = []
+    _trace.events.append(what)
+
+
+def trace():
+    """This thread's trace, emptied."""
+    out, _trace.events = getattr(_trace, "events", []), []
+    return out
+
+
 class _Cuda:
     class Event:  # records the order of record() calls: a clock that ticks once per event
         ticks = [0]
@@ -147,6 +166,7 @@ class _Cuda:
         def record(self, stream=None):
             _Cuda.Event.ticks[0] += 1
             self.t = _Cuda.Event.ticks[0]
+            log("record", (stream or cuda.current_stream()).name)
 
         def elapsed_time(self, other):
             return float(other.t - self.t)
@@ -154,14 +174,15 @@ class _Cuda:
     class Stream:
         cuda_stream = 0
 
-        def __init__(self, device=None):
-            pass
+        def __init__(self, device=None, name="comm"):
+            self.name = name
 
         def wait_stream(self, other):
-            pass
+            log("wait", self.name, other.name)
 
     def __init__(self):
-        self._stream = self.Stream()
+        self._stream = self.Stream(name="compute")
+        self._current = _threading.local()
 
     def current_device(self):
         return 0
@@ -176,11 +197,16 @@ class _Cuda:
         return 64
 
     def current_stream(self, device=None):
-        return self._stream
+        return getattr(self._current, "s", None) or self._stream
 
     @contextlib.contextmanager
     def stream(self, s):
-        yield
+        before = getattr(self._current, "s", None)
+        self._current.s = s
+        try:
+            yield
+        finally:
+            self._current.s = before
 
 
 cuda = _Cuda()
@@ -234,7 +260,8 @@ class P2POp:
 
 class _Work:
     def wait(self):
-        pass
+        import torch
+        torch.log("work_wait", torch.cuda.current_stream().name)
 
 
 def batch_isend_irecv(ops):
@@ -453,17 +480,28 @@ def main():
 
     # The timeline ring_bench.py reads: per step, events around the compute and the send, the
     # last step without a send; its overlap() on spans it can compute by hand.
+    # And the order of the streams' waits and events: at each step with a send, the
+    # communication stream waits for the compute stream (the buffer it fills is free), marks the
+    # send's start, waits for NCCL's work (Work.wait on that stream) and marks the arrival; the
+    # compute stream marks its step and then waits for the communication stream before the next.
     def timeline(r):
         x = torch.Tensor(rng.standard_normal((1, 8, 4, d)), torch.bfloat16)
         tl = []
-        ra.RingAttention(x, x, x, causal=True)(x, x, x, timeline=tl)
-        return [(m["compute"] is not None, m["send"] is not None) for m in tl], \
-            all(a.t < b.t for m in tl for a, b in filter(None, (m["compute"], m["send"])))
+        ring = ra.RingAttention(x, x, x, causal=True)
+        torch.trace()
+        ring(x, x, x, timeline=tl)
+        return [(m["compute"] is not None, m["send"] is not None) for m in tl], torch.trace()
 
     for P in (1, 3):
         out = ranks(P, timeline)
         want = [(True, s < P - 1) for s in range(P)]
-        check(all(x == (want, True) for x in out), f"timeline, {P} ranks: {out}")
+        send = [("wait", "comm", "compute"), ("record", "comm"), ("work_wait", "comm"),
+                ("record", "comm")]
+        order = []
+        for s in range(P):
+            order += (send if s < P - 1 else []) + [("record", "compute")] * 2 + \
+                ([("wait", "compute", "comm")] if s < P - 1 else [])
+        check(all(x == (want, order) for x in out), f"timeline, {P} ranks: {out}")
     import ring_bench as rb
 
     steps = [{"compute": [0.0, 4.0], "send": [1.0, 6.0]},  # 3 of 5 ms under step 0's compute

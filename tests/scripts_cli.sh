@@ -133,6 +133,12 @@ expect 2 "launch.sh: --timeout: 0 is not a positive integer" \
 expect 2 "launch.sh: program nope.py not found" -- steps/13_ring_attention/launch.sh nope.py
 expect 2 "launch.sh: no program given" -- steps/13_ring_attention/launch.sh
 expect 0 "launch.sh [--nproc P]" -- steps/13_ring_attention/launch.sh --help
+expect 2 "ring_bench.py: error: --min-ms (nan) must be a number of at least 0" \
+  -- python3 steps/13_ring_attention/ring_bench.py --min-ms nan
+expect 2 "ring_bench.py: error: --reps (0) must be a number of at least 1" \
+  -- python3 steps/13_ring_attention/ring_bench.py --reps 0
+expect 2 "--ns and --predict need at least one value" \
+  -- python3 steps/13_ring_attention/ring_bench.py --ns none
 
 echo "--- every script is executable and starts with its interpreter"
 for f in scripts/*.sh scripts/*.py; do

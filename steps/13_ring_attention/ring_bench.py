@@ -33,6 +33,7 @@ and the Markdown table (--md), rank 0 only.
 import argparse
 import datetime
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -85,10 +86,11 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if not args.ns or not args.predict:
         ap.error("--ns and --predict need at least one value")
-    if args.heads < 1 or args.warmup < 0 or args.reps < 1 or args.spin_cycles < 0 or \
-            args.min_ms < 0:
-        ap.error("--heads and --reps must be at least 1, --warmup, --spin-cycles and --min-ms "
-                 "at least 0")
+    for name, value, low in (("--heads", args.heads, 1), ("--reps", args.reps, 1),
+                             ("--warmup", args.warmup, 0), ("--spin-cycles", args.spin_cycles, 0),
+                             ("--min-ms", args.min_ms, 0)):
+        if not (math.isfinite(value) and value >= low):
+            ap.error(f"{name} ({value}) must be a number of at least {low}")
     return args
 
 
@@ -141,18 +143,19 @@ class Bench:
         self.dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
 
     def _reps(self, times_ms, ranks_agree=True):
-        """Timed calls to make after warm-up calls that took times_ms (module comment); every
-        rank makes as many (a barrier precedes each)."""
-        import math
+        """Timed calls to make after warm-up calls that took times_ms (module comment): --reps,
+        or more, up to 50, for a short call (its last warm-up call's time, the slowest rank's:
+        the first call of a ring may include NCCL's connection setup); every rank makes as many
+        (a barrier precedes each)."""
         import torch
         import torch.distributed as dist
 
-        t = torch.tensor([min(times_ms) if times_ms else 0.0], device="cuda", dtype=torch.float64)
+        t = torch.tensor([times_ms[-1] if times_ms else 0.0], device="cuda", dtype=torch.float64)
         if ranks_agree:
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
         if t.item() <= 0:
             return self.args.reps
-        return min(50, max(self.args.reps, math.ceil(self.args.min_ms / t.item())))
+        return max(self.args.reps, min(50, math.ceil(self.args.min_ms / t.item())))
 
     def _time(self, fn, with_timeline=False):
         """The median event time of fn(timeline) in ms (spin first), the slowest rank's; with
@@ -178,6 +181,7 @@ class Bench:
             timeline = [] if with_timeline else None
             start, ms = once(timeline)
             calls.append((ms, spans(start, timeline) if with_timeline else None))
+        self.calls = len(calls)  # recorded beside the figures (the "calls" column)
         calls.sort(key=lambda c: c[0])
         median_ms, median_spans = calls[len(calls) // 2]
         t = torch.tensor([statistics.median(c[0] for c in calls)], device="cuda",
@@ -251,6 +255,7 @@ class Bench:
             ring = ra.RingAttention(q, k, v, causal=causal, chunks=chunks)
             both, timelines, hidden, sent, exposed = self._time(
                 lambda tl: ring(q, k, v, timeline=tl), with_timeline=True)
+            calls = self.calls
             comp = self._time(lambda tl: ring(q, k, v, mode="compute"))
             send = self._time(lambda tl: ring(q, k, v, mode="send")) if P > 1 else 0.0
             ring = None  # its buffers go before the next configuration's
@@ -260,7 +265,7 @@ class Bench:
             single = row["single_ms"]["causal" if causal else "full"]
             entry = {"both_ms": both, "compute_ms": comp, "send_ms": send,
                      "speedup": single / both, "hidden": hidden, "sends_in_ring_ms": sent,
-                     "exposed_ms": exposed, "timelines": timelines}
+                     "exposed_ms": exposed, "timelines": timelines, "calls": calls}
             if P > 1:
                 f, w = rp.calibrate(comp / 1e3, flops, send / 1e3 / (P - 1), slice_bytes)
                 model = rp.ring_time(1, a.heads, a.heads, n, a.d, a.dtype, causal, P, chunks,
@@ -414,23 +419,26 @@ def markdown(r, args):
              f"# Ring attention on {P} GPUs (step 13)", "",
              f"B = {s['batch']}, {s['heads']} heads (Q and K/V), d = {s['head_dim']}, "
              f"{s['dtype']}; every pair computed by step {r['step']} through the C API, the "
-             f"partials merged by fa_merge; NCCL's streams at {r['nccl_streams']}. Times: CUDA events, a GPU spin before each call, the "
-             f"median of {args.reps} calls after {args.warmup} untimed, a ring's time its slowest "
-             "rank's. *Speedup*: the step on one GPU over the whole sequence (the same mask) "
+             f"partials merged by fa_merge; NCCL's streams at {r['nccl_streams']}. Times: CUDA "
+             "events, a GPU spin before each call, the median of at least "
+             f"{args.reps} calls (more for a short call: the column *calls*) after "
+             f"{args.warmup} untimed, a ring's time its slowest rank's. *Speedup*: the step on one GPU over the whole sequence (the same mask) "
              "divided by the ring's time. *Sends in ring*: the time of the ring's sends as they "
              "ran beside the compute (events on the communication stream, from the send's issue "
              "to the slice's arrival); *exposed*: the part of it outside every step's compute "
              "(events on the compute stream); *hidden* = 1 − exposed / sends in ring, the median "
-             "call's, of the rank where it is least; *model hidden*: the time model's "
-             "hidden_fraction with this N's F and W.", ""]
+             "call's, of the rank where it is least (each of the three a median over the calls "
+             "on its own); *model hidden*: the time model's hidden_fraction with this N's F and "
+             "W; *calls*: the timed calls of the ring as it runs (at least --reps, more for a "
+             f"short call, up to 50, to fill {args.min_ms:g} ms).", ""]
     if args.tests_log and os.path.exists(args.tests_log):
         lines += ["## Tests", "", "```text"] + \
                  [x.rstrip() for x in open(args.tests_log) if x.strip()] + ["```", ""]
     lines += ["## Speed", "",
               "| N | mask | chunks | one GPU ms | ring ms | speedup | compute alone ms | "
               "sends alone ms | sends in ring ms | exposed ms | hidden | model hidden | "
-              "model ms (this N's F, W) |",
-              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "model ms (this N's F, W) | calls |",
+              "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in r["rows"]:
         for name, causal, chunks in CONFIGS:
             e = row["ring"][name]
@@ -441,7 +449,8 @@ def markdown(r, args):
                          f"{fmt_ms(single)} | {fmt_ms(e['both_ms'])} | {e['speedup']:.2f}× | "
                          f"{fmt_ms(e['compute_ms'])} | {e['send_ms']:.3f} | "
                          f"{e['sends_in_ring_ms']:.3f} | {e['exposed_ms']:.3f} | "
-                         f"{e['hidden']:.0%} | {model_hidden} | {model} |")
+                         f"{e['hidden']:.0%} | {model_hidden} | {model} | "
+                         f"{e.get('calls', '–')} |")
     if r.get("backward"):
         lines += ["", "## Backward", "",
                   "ring_attention_backward (step 11 on every pair, the fp32 dK/dV sums sent round "
