@@ -111,16 +111,21 @@ struct DecodeTraits {
 // check if it falls short: the split rule (kMinTilesPerSplit = 2 leaves a 2-stage prologue
 // uncovered), registers (the o[8][8] accumulators: -Xptxas -v, no spills), and ncu's
 // "long scoreboard" vs "barrier" stall split.
+//
+// Its configuration is the template's: kStages_ shared-memory stages, kWarps_ warps, tiles of
+// kBlockN_ keys (every warp streams kBlockN_ / kWarps_ = 16 keys of each). The registered
+// candidate is DecodeTraitsV2<d> (3 stages, 4 warps, 64 keys); the other configurations are
+// timed beside it by bin/variants_12 (12_decode/variants/variants.cu, with their predictions).
 // ---------------------------------------------------------------------------------------------
-template <int kHeadDim_>
+template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64>
 struct DecodeTraitsV2 {
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMaxRows = 8;                     // every warp holds every row
-  static constexpr int kBlockN = 64;                     // keys per tile
+  static constexpr int kBlockN = kBlockN_;               // keys per tile
   static constexpr int kKeysPerWarp = kBlockN / kWarps;  // 16: lanes j and j + 16 own key j
-  static constexpr int kStages = 3;                      // two tiles in flight, one computed
+  static constexpr int kStages = kStages_;  // 3: two tiles in flight while one is computed
   static constexpr int kPad = 8;
   static constexpr int kStride = kHeadDim + kPad;
   static constexpr int kChunksPerRow = kHeadDim / 8;
@@ -130,7 +135,8 @@ struct DecodeTraitsV2 {
   static constexpr std::size_t kSmemBytes = kQBytes + 2 * kStages * kTileBytes;
   // The warps' partials (O and L per warp and row) reuse the stages after the last tile.
   static constexpr std::size_t kMergeBytes = std::size_t{kWarps} * kMaxRows * (kHeadDim + 1) * 4;
-  static_assert(kKeysPerWarp == 16, "QK: two lanes per key, 32 lanes");
+  static_assert(kStages >= 2, "one tile in flight while one is computed, at the least");
+  static_assert(kBlockN % kWarps == 0 && kKeysPerWarp == 16, "QK: two lanes per key, 32 lanes");
   static_assert(kHeadDim % 16 == 0 && 32 % kColGroups == 0, "PV: column groups tile a warp");
   static_assert(kMergeBytes <= 2 * kStages * kTileBytes, "the merge fits in the stages");
 };

@@ -4,21 +4,23 @@
 // and the append are the chapter's own; what changes is the attention kernel. Why, and what
 // it should reach, is in decode_params.cuh ("The candidate next version").
 //
-//   attention, grid (num_splits, H_kv · row chunks of 8, B), block 128 threads:
+//   attention, grid (num_splits, H_kv · row chunks of 8, B), block 32 · kWarps threads
+//   (the registered configuration, DecodeTraitsV2<d>: 4 warps, tiles of 64 keys, 3 stages):
 //     Q rows of the group (≤ 8 per block, scaled, fp32) ──▶ sQ
-//     the split's tiles of 64 keys through kStages = 3 cp.async stages (two tiles in flight
-//     while one is computed; one block-table lookup per tile when page_size is a multiple of
-//     64, one per key otherwise)
+//     the split's tiles of kBlockN keys through kStages cp.async stages (kStages − 1 tiles in
+//     flight while one is computed; one block-table lookup per tile when page_size is a
+//     multiple of kBlockN, one per key otherwise)
 //     each warp: its own 16 keys of every tile, its own running (m, ℓ, O) for every row
 //       S = Q Kᵀ        lanes j and j + 16 own key j, half of d each: 1 shuffle per key
 //       mask, online softmax over the warp's 16 keys (4 shuffles per row)
 //       O += P V        lane: 8 columns (16-byte loads) of 16 / G of the warp's keys,
 //                       G = 32 / (d / 8) lanes share a column group
-//     end of split: each warp's (O_w / ℓ_w, L_w) ──▶ shared memory; the block merges its 4
-//     warps with combine_row(), the combine kernel's merge, and writes O_s, L_s ──▶ workspace
+//     end of split: each warp's (O_w / ℓ_w, L_w) ──▶ shared memory; the block merges its
+//     kWarps warps with combine_row(), the combine kernel's merge, and writes O_s, L_s ──▶ workspace
 //
-// CUDA 13.0, sm_90, nvcc -Xptxas -v (fp16 and bf16 alike): d = 64, 146 registers, 56 KB of
-// shared memory; d = 128, 144 registers, 106 KB (two blocks per SM); no spills.
+// CUDA 13.0, sm_90, nvcc -Xptxas -v (fp16 and bf16 alike), the registered configuration:
+// d = 64, 146 registers, 56 KB of shared memory; d = 128, 144 registers, 106 KB (two blocks
+// per SM); no spills. The other configurations' counts: bin/variants_12's table.
 #pragma once
 
 #include "../decode_kernel.cuh"  // cache_row, kv_len_of, the combine kernel, the cp.async helpers
@@ -85,7 +87,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
   // A tile lies in one page when the page size is a multiple of the tile (tiles start at
   // multiples of kN): then its rows follow its first row, one block-table lookup per tile.
   const bool tile_in_page = !p.paged || p.page_size % kN == 0;
-  // Tile `tile` into stage `stage`: thread tid copies chunks tid, tid + 128, … (16 bytes each).
+  // Tile `tile` into stage `stage`: thread tid copies chunks tid, tid + kThreads, … (16 bytes
+  // each).
   // Keys at or past key_end are zero-filled, as in the chapter's kernel.
   auto load_tile = [&](int tile, int stage) {
     Element* sK = sKV + (2 * stage) * kN * kStride;
