@@ -16,7 +16,7 @@
 //       O += P V        lane: 8 columns (16-byte loads) of 16 / G of the warp's keys,
 //                       G = 32 / (d / 8) lanes share a column group
 //     end of split: each warp's (O_w / ℓ_w, L_w) ──▶ shared memory; the block merges its
-//     kWarps warps with combine_row(), the combine kernel's merge, and writes O_s, L_s ──▶ workspace
+//     kWarps warps with combine_row(), the combine kernel's merge: O_s, L_s ──▶ workspace
 //
 // CUDA 13.0, sm_90, nvcc -Xptxas -v (fp16 and bf16 alike), the registered configuration:
 // d = 64, 146 registers, 56 KB of shared memory; d = 128, 144 registers, 106 KB (two blocks
