@@ -36,10 +36,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <memory>
-#include <numeric>
-#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -49,10 +45,10 @@
 #include "common/cuda_check.h"
 #include "common/decode.h"
 #include "common/decode_registry.h"
-#include "common/device_buffer.h"
 #include "common/launch.h"
 #include "common/perf.h"
 #include "steps/harness/cli.h"
+#include "steps/harness/decode_timing.h"
 #include "steps/harness/gbench.h"
 #include "steps/harness/hbm.h"
 #include "steps/harness/spin.h"
@@ -60,7 +56,6 @@
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr std::uint64_t kSeed = 2024;
 
 // One row: a step, a problem (its layout included) and a split count.
 struct Row {
@@ -71,166 +66,25 @@ struct Row {
   int rule = 0;  // the rule's choice for p, filled in once a device is there
 };
 
-std::string layout_of(const fa::DecodeProblem& p) {
-  return p.cache == fa::CacheKind::Contiguous ? "contiguous" : "page" + std::to_string(p.page_size);
-}
-
 std::string record_name(const Row& r) {
   const fa::DecodeProblem& p = r.p;
   std::ostringstream os;
   os << r.step->name << '/' << fa::dtype_name(p.dtype) << "/d" << p.head_dim << "/B" << p.batch
      << "/Hq" << p.heads_q << "/Hkv" << p.heads_kv << "/q" << p.q_len << "/N" << p.kv_len(0) << '/'
-     << layout_of(p) << '/' << (r.forced ? "splits" : "rule") << r.splits;
+     << fa::bench::layout_of(p) << '/' << (r.forced ? "splits" : "rule") << r.splits;
   return os.str();
-}
-
-// A step of B sequences that attend to n keys each (n − q_len cached before the step):
-// contiguous with N_max = n when page_size is 0, else paged, the pool holding exactly the
-// pages the sequences use, in an order shuffled with a fixed seed.
-fa::DecodeProblem make_decode(fa::DType dtype, int d, int batch, int heads_q, int heads_kv,
-                              int q_len, int n, int page_size) {
-  fa::DecodeProblem p;
-  p.batch = batch;
-  p.heads_q = heads_q;
-  p.heads_kv = heads_kv;
-  p.head_dim = d;
-  p.q_len = q_len;
-  p.dtype = dtype;
-  p.cache_lens.assign(batch, n - q_len);
-  if (page_size == 0) {
-    p.cache = fa::CacheKind::Contiguous;
-    p.n_max = n;
-    return p;
-  }
-  p.cache = fa::CacheKind::Paged;
-  p.page_size = page_size;
-  p.max_pages = (n + page_size - 1) / page_size;
-  p.num_pages = batch * p.max_pages;
-  p.block_table.resize(p.num_pages);
-  std::iota(p.block_table.begin(), p.block_table.end(), 0);
-  std::shuffle(p.block_table.begin(), p.block_table.end(), std::mt19937_64(kSeed));
-  return p;
-}
-
-double cache_bytes(const fa::DecodeProblem& p) {
-  return 2.0 * double(p.cache_elems()) * double(fa::dtype_size(p.dtype));
-}
-
-bool same_inputs(const fa::DecodeProblem& a, const fa::DecodeProblem& b) {
-  return a.batch == b.batch && a.heads_q == b.heads_q && a.heads_kv == b.heads_kv &&
-         a.head_dim == b.head_dim && a.q_len == b.q_len && a.dtype == b.dtype &&
-         a.cache == b.cache && a.cache_lens == b.cache_lens && a.n_max == b.n_max &&
-         a.page_size == b.page_size && a.num_pages == b.num_pages && a.block_table == b.block_table;
-}
-
-// The device tensors of one problem, made once and shared by every row timed on it
-// (registration keeps a problem's rows together). Random, never zeros.
-struct DecodeInputs {
-  fa::DecodeProblem p;
-  fa::DeviceBuffer q, k_new, v_new, k_cache, v_cache, lens, table, o, lse;
-
-  explicit DecodeInputs(const fa::DecodeProblem& prob) : p(prob) {
-    const std::size_t es = fa::dtype_size(p.dtype);
-    q = fa::DeviceBuffer(p.q_elems() * es);
-    k_new = fa::DeviceBuffer(p.new_kv_elems() * es);
-    v_new = fa::DeviceBuffer(p.new_kv_elems() * es);
-    k_cache = fa::DeviceBuffer(p.cache_elems() * es);
-    v_cache = fa::DeviceBuffer(p.cache_elems() * es);
-    lens = fa::DeviceBuffer(p.cache_lens.size() * sizeof(int));
-    table = fa::DeviceBuffer(p.block_table.size() * sizeof(int));
-    o = fa::DeviceBuffer(p.q_elems() * es);
-    lse = fa::DeviceBuffer(p.lse_elems() * sizeof(float));
-    fa::bench::fill_normal(q.get(), p.q_elems(), p.dtype, kSeed);
-    fa::bench::fill_normal(k_new.get(), p.new_kv_elems(), p.dtype, kSeed + 1);
-    fa::bench::fill_normal(v_new.get(), p.new_kv_elems(), p.dtype, kSeed + 2);
-    fa::bench::fill_normal(k_cache.get(), p.cache_elems(), p.dtype, kSeed + 3);
-    fa::bench::fill_normal(v_cache.get(), p.cache_elems(), p.dtype, kSeed + 4);
-    CUDA_CHECK(cudaMemcpy(lens.get(), p.cache_lens.data(), lens.bytes(), cudaMemcpyHostToDevice));
-    if (table.bytes() > 0)
-      CUDA_CHECK(
-          cudaMemcpy(table.get(), p.block_table.data(), table.bytes(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-
-  fa::DecodeTensors tensors() const {
-    fa::DecodeTensors t;
-    t.q = q.get();
-    t.k_new = k_new.get();
-    t.v_new = v_new.get();
-    t.k_cache = k_cache.get();
-    t.v_cache = v_cache.get();
-    t.cache_lens = lens.as<int>();
-    t.block_table = table.bytes() > 0 ? table.as<int>() : nullptr;
-    t.o = o.get();
-    t.lse = lse.as<float>();
-    return t;
-  }
-
-  // O and L all ones in every bit (NaN in each dtype), so an element a call leaves unwritten
-  // fails finite().
-  void poison() {
-    CUDA_CHECK(cudaMemset(o.get(), 0xFF, o.bytes()));
-    CUDA_CHECK(cudaMemset(lse.get(), 0xFF, lse.bytes()));
-  }
-
-  // "" when every element of O and L is finite (random inputs give finite results), else why.
-  std::string finite() const {
-    std::vector<std::uint16_t> o_host(p.q_elems());
-    std::vector<float> l_host(p.lse_elems());
-    CUDA_CHECK(cudaMemcpy(o_host.data(), o.get(), o.bytes(), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(l_host.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost));
-    // The exponent bits of a 16-bit float: all ones is an infinity or a NaN.
-    const std::uint16_t exponent = p.dtype == fa::DType::BF16 ? 0x7F80 : 0x7C00;
-    const auto bad_o = std::find_if(o_host.begin(), o_host.end(),
-                                    [&](std::uint16_t x) { return (x & exponent) == exponent; });
-    if (bad_o != o_host.end())
-      return "O[" + std::to_string(bad_o - o_host.begin()) + "] is not finite";
-    const auto bad_l =
-        std::find_if(l_host.begin(), l_host.end(), [](float x) { return !std::isfinite(x); });
-    if (bad_l != l_host.end())
-      return "L[" + std::to_string(bad_l - l_host.begin()) + "] is not finite";
-    return {};
-  }
-};
-
-DecodeInputs& inputs_for(const fa::DecodeProblem& p) {
-  static std::unique_ptr<DecodeInputs> cache;
-  if (!cache || !same_inputs(cache->p, p)) {
-    cache.reset();  // free the previous problem's first
-    cache = std::make_unique<DecodeInputs>(p);
-  }
-  return *cache;
 }
 
 // Benchmarks that stopped with an error, by name: main's exit status.
 std::set<std::string> g_failed;
-long long g_spin_cycles = 1000000;
-int g_warmup = 3;
+fa::bench::DecodeRunOptions g_run;  // --reps, --warmup, the spin, the HBM measurement
 double g_hbm_tbps = 0;
 
 void time_row(benchmark::State& state, const Row& row, const std::string& name) {
   std::vector<double> ms;
   try {
-    DecodeInputs& in = inputs_for(row.p);
-    fa::DeviceBuffer workspace(row.step->workspace_bytes(row.p, row.splits));
-    const fa::DecodeTensors t = in.tensors();
-    // The warm-up goes through run_decode, which checks everything (for a paged cache that
-    // includes the whole block table: a fraction of a millisecond of host time at B = 32,
-    // N = 32768, pages of 16); the timed calls, the same launch on the same arguments, call
-    // the step's entry directly, so no check outlasts the spin queued before them.
-    auto checked = [&] {
-      fa::run_decode(*row.step, row.p, t, row.splits, workspace.get(), nullptr,
-                     fa::DecodePhases::AttendOnly);
-    };
-    auto call = [&] { row.step->attend(row.p, t, row.splits, workspace.get(), nullptr); };
-    in.poison();
-    for (int i = 0; i < std::max(g_warmup, 1); ++i) checked();  // module load, first touch
-    CUDA_CHECK(cudaDeviceSynchronize());
-    if (const std::string bad = in.finite(); !bad.empty())
-      throw std::runtime_error(bad + " after the warm-up of " + row.p.describe() + " with " +
-                               std::to_string(row.splits) + " splits; not timed");
-    ms = fa::bench::time_calls(state, call, g_spin_cycles);
-    CUDA_CHECK_LAUNCH();
+    ms = fa::bench::time_decode_attention(state, *row.step, row.p, row.splits, g_run.warmup,
+                                          g_run.spin_cycles);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     g_failed.insert(name);
@@ -261,31 +115,22 @@ int main(int argc, char** argv) try {
       "or paged cache, in K+V bytes read per second next to the HBM read bandwidth measured in "
       "the same run (Google Benchmark flags, --benchmark_*, pass through)"};
   app.allow_extras();  // Google Benchmark's own flags
-  std::vector<int> batches{1, 8, 32}, caches{4096, 16384, 32768}, heads_kv{32, 8}, dims{128};
-  std::vector<int> page_sizes{16, 64, 256}, splits;
-  int heads_q = 32, q_len = 1, reps = 20, hbm_gib = 4, hbm_reps = 20, max_cache_gib = 40;
+  fa::bench::DecodeShapeOptions shapes;
+  shapes.batches = {1, 8, 32};
+  shapes.caches = {4096, 16384, 32768};
+  shapes.heads_kv = {32, 8};
+  shapes.page_sizes = {16, 64, 256};
+  const std::vector<int>&batches = shapes.batches, &caches = shapes.caches,
+        &heads_kv = shapes.heads_kv, &page_sizes = shapes.page_sizes;
+  const int& heads_q = shapes.heads_q;
+  std::vector<int> dims{128}, splits;
+  int q_len = 1;
   fa::DType dtype = fa::DType::BF16;
   bool sweep = true;
   int max_splits = 1;
   for (const fa::DecodeStepInfo* s : fa::decode_steps())
     max_splits = std::max(max_splits, s->max_splits);
-  app.add_option("--batches", batches, "batch sizes B (sequences), comma-separated")
-      ->delimiter(',')
-      ->check(fa::cli::int_range(1))
-      ->capture_default_str();
-  app.add_option("--caches", caches,
-                 "cache lengths N: the keys each sequence attends to (N - q_len cached before "
-                 "the step), comma-separated")
-      ->delimiter(',')
-      ->check(fa::cli::int_range(1))
-      ->capture_default_str();
-  app.add_option("--heads-q", heads_q, "query heads H_q")
-      ->check(fa::cli::int_range(1))
-      ->capture_default_str();
-  app.add_option("--heads-kv", heads_kv, "key/value heads H_kv, comma-separated (GQA when < H_q)")
-      ->delimiter(',')
-      ->check(fa::cli::int_range(1))
-      ->capture_default_str();
+  fa::bench::add_decode_shape_options(app, shapes);
   app.add_option("--dims", dims, "head dims d, comma-separated")
       ->delimiter(',')
       ->check(fa::cli::int_range(1, fa::Limits::kMaxHeadDim))
@@ -293,12 +138,6 @@ int main(int argc, char** argv) try {
   fa::cli::add_dtype(app, "--dtype", &dtype, "element type of Q, O and the cache");
   app.add_option("--q-len", q_len, "new tokens per sequence in the step")
       ->check(fa::cli::int_range(fa::DecodeLimits::kMinQLen, fa::DecodeLimits::kMaxQLen))
-      ->capture_default_str();
-  app.add_option("--page-sizes", page_sizes,
-                 "page sizes of the paged cache, comma-separated (the contiguous cache is always "
-                 "timed)")
-      ->delimiter(',')
-      ->check(fa::cli::int_range(fa::DecodeLimits::kMinPageSize, fa::DecodeLimits::kMaxPageSize))
       ->capture_default_str();
   app.add_option("--splits", splits,
                  "forced split counts timed next to the rule's choice, contiguous cache "
@@ -309,27 +148,7 @@ int main(int argc, char** argv) try {
   app.add_option("--split-sweep", sweep, "time the forced split counts of --splits")
       ->check(CLI::IsMember({"true", "false", "on", "off", "1", "0"}, CLI::ignore_case))
       ->capture_default_str();
-  app.add_option("--reps", reps, "timed calls per row (the median is reported)")
-      ->check(fa::cli::int_range(1, 100000))
-      ->capture_default_str();
-  app.add_option("--warmup", g_warmup, "untimed calls per row before the timed ones")
-      ->check(fa::cli::int_range(0, 1000))
-      ->capture_default_str();
-  app.add_option("--hbm-gib", hbm_gib, "GiB read by the HBM bandwidth measurement")
-      ->check(fa::cli::int_range(1, 64))
-      ->capture_default_str();
-  app.add_option("--hbm-reps", hbm_reps, "timed runs of the HBM bandwidth measurement")
-      ->check(fa::cli::int_range(1, 10000))
-      ->capture_default_str();
-  app.add_option("--max-cache-gib", max_cache_gib,
-                 "refuse any problem whose K and V caches together exceed this many GiB")
-      ->check(fa::cli::int_range(1, 1024))
-      ->capture_default_str();
-  app.add_option("--queue-ahead-cycles", g_spin_cycles,
-                 "before each timed call, a GPU spin of this many clock cycles (1e6 is about "
-                 "0.5 ms), as bench_all and scripts/peers.py do; 0 = off")
-      ->check(fa::cli::int_range(0))
-      ->capture_default_str();
+  fa::bench::add_decode_run_options(app, g_run);
   FA_CLI_PARSE(app, argc, argv);
   if (const int status = fa::bench::init_benchmark(app, argv[0]); status >= 0) return status;
   if (app.count("--splits") == 0)
@@ -354,7 +173,8 @@ int main(int argc, char** argv) try {
         for (int hkv : heads_kv)
           for (int n : caches)
             for (int page : layouts) {
-              const fa::DecodeProblem p = make_decode(dtype, d, b, heads_q, hkv, q_len, n, page);
+              const fa::DecodeProblem p =
+                  fa::bench::make_decode(dtype, d, b, heads_q, hkv, q_len, n, page);
               const std::string where = "--batches " + std::to_string(b) + " --caches " +
                                         std::to_string(n) + " --heads-q " +
                                         std::to_string(heads_q) + " --heads-kv " +
@@ -369,10 +189,11 @@ int main(int argc, char** argv) try {
               }
               if (const std::string e = fa::validate(p); !e.empty())
                 return fa::cli::refuse(where + ": " + e);
-              if (cache_bytes(p) > max_cache_gib * kGiB)
-                return fa::cli::refuse(
-                    where + ": the K and V caches need " + fa::cli::human_bytes(cache_bytes(p)) +
-                    ", more than --max-cache-gib (" + std::to_string(max_cache_gib) + ")");
+              if (fa::bench::cache_bytes(p) > g_run.max_cache_gib * kGiB)
+                return fa::cli::refuse(where + ": the K and V caches need " +
+                                       fa::cli::human_bytes(fa::bench::cache_bytes(p)) +
+                                       ", more than --max-cache-gib (" +
+                                       std::to_string(g_run.max_cache_gib) + ")");
               if (const std::string e = fa::check_decode_step(*step, p); !e.empty()) {
                 note(std::string(step->name) + ": " + e);
                 continue;
@@ -418,13 +239,14 @@ int main(int argc, char** argv) try {
   }
 
   // The HBM read bandwidth, before any cache is allocated: the yardstick of every row.
-  const fa::bench::HbmRead hbm = fa::bench::measure_hbm_read(
-      static_cast<std::size_t>(hbm_gib) << 30, g_warmup, hbm_reps, g_spin_cycles);
+  const fa::bench::HbmRead hbm =
+      fa::bench::measure_hbm_read(static_cast<std::size_t>(g_run.hbm_gib) << 30, g_run.warmup,
+                                  g_run.hbm_reps, g_run.spin_cycles);
   g_hbm_tbps = hbm.tbps;
   std::printf(
       "HBM read bandwidth: %.3f TB/s (a streaming read of %d GiB, bytes read only, "
       "median of %d runs: %.3f ms)\n",
-      hbm.tbps, hbm_gib, hbm.reps, hbm.median_ms);
+      hbm.tbps, g_run.hbm_gib, hbm.reps, hbm.median_ms);
   std::fflush(stdout);
   benchmark::AddCustomContext("hbm_read_tbps", std::to_string(hbm.tbps));
   benchmark::AddCustomContext("hbm_read_bytes", std::to_string(std::llround(hbm.bytes)));
@@ -445,7 +267,7 @@ int main(int argc, char** argv) try {
           time_row(st, r, name);
         })
         ->UseManualTime()
-        ->Iterations(reps)
+        ->Iterations(g_run.reps)
         ->Unit(benchmark::kMillisecond);
   }
   benchmark::RunSpecifiedBenchmarks();

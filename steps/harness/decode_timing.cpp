@@ -1,0 +1,207 @@
+// decode_timing.cpp — the decoding programs' inputs and timed loop (decode_timing.h).
+#include "steps/harness/decode_timing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+#include "common/cuda_check.h"
+#include "common/launch.h"
+#include "steps/harness/cli.h"
+#include "steps/harness/gbench.h"
+#include "steps/harness/hbm.h"
+
+namespace fa::bench {
+
+void add_decode_shape_options(CLI::App& app, DecodeShapeOptions& o) {
+  app.add_option("--batches", o.batches, "batch sizes B (sequences), comma-separated")
+      ->delimiter(',')
+      ->check(cli::int_range(1))
+      ->capture_default_str();
+  app.add_option("--caches", o.caches,
+                 "cache lengths N: the keys each sequence attends to (N - q_len cached before "
+                 "the step), comma-separated")
+      ->delimiter(',')
+      ->check(cli::int_range(1))
+      ->capture_default_str();
+  app.add_option("--heads-q", o.heads_q, "query heads H_q")
+      ->check(cli::int_range(1))
+      ->capture_default_str();
+  app.add_option("--heads-kv", o.heads_kv, "key/value heads H_kv, comma-separated (GQA when < H_q)")
+      ->delimiter(',')
+      ->check(cli::int_range(1))
+      ->capture_default_str();
+  app.add_option("--page-sizes", o.page_sizes,
+                 "page sizes of the paged cache, comma-separated (the contiguous cache is always "
+                 "timed)")
+      ->delimiter(',')
+      ->check(cli::int_range(DecodeLimits::kMinPageSize, DecodeLimits::kMaxPageSize))
+      ->capture_default_str();
+}
+
+void add_decode_run_options(CLI::App& app, DecodeRunOptions& o) {
+  app.add_option("--reps", o.reps, "timed calls per row (the median is reported)")
+      ->check(cli::int_range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--warmup", o.warmup, "untimed calls per row before the timed ones")
+      ->check(cli::int_range(0, 1000))
+      ->capture_default_str();
+  app.add_option("--hbm-gib", o.hbm_gib, "GiB read by the HBM bandwidth measurement")
+      ->check(cli::int_range(1, 64))
+      ->capture_default_str();
+  app.add_option("--hbm-reps", o.hbm_reps, "timed runs of the HBM bandwidth measurement")
+      ->check(cli::int_range(1, 10000))
+      ->capture_default_str();
+  app.add_option("--max-cache-gib", o.max_cache_gib,
+                 "refuse any problem whose K and V caches together exceed this many GiB")
+      ->check(cli::int_range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--queue-ahead-cycles", o.spin_cycles,
+                 "before each timed call, a GPU spin of this many clock cycles (1e6 is about "
+                 "0.5 ms), as bench_all and scripts/peers.py do; 0 = off")
+      ->check(cli::int_range(0))
+      ->capture_default_str();
+}
+
+DecodeProblem make_decode(DType dtype, int d, int batch, int heads_q, int heads_kv, int q_len,
+                          int n, int page_size) {
+  DecodeProblem p;
+  p.batch = batch;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.head_dim = d;
+  p.q_len = q_len;
+  p.dtype = dtype;
+  p.cache_lens.assign(batch, n - q_len);
+  if (page_size == 0) {
+    p.cache = CacheKind::Contiguous;
+    p.n_max = n;
+    return p;
+  }
+  p.cache = CacheKind::Paged;
+  p.page_size = page_size;
+  p.max_pages = (n + page_size - 1) / page_size;
+  p.num_pages = batch * p.max_pages;
+  p.block_table.resize(p.num_pages);
+  std::iota(p.block_table.begin(), p.block_table.end(), 0);
+  std::shuffle(p.block_table.begin(), p.block_table.end(), std::mt19937_64(kDecodeSeed));
+  return p;
+}
+
+std::string layout_of(const DecodeProblem& p) {
+  return p.cache == CacheKind::Contiguous ? "contiguous" : "page" + std::to_string(p.page_size);
+}
+
+double cache_bytes(const DecodeProblem& p) {
+  return 2.0 * double(p.cache_elems()) * double(dtype_size(p.dtype));
+}
+
+namespace {
+
+bool same_inputs(const DecodeProblem& a, const DecodeProblem& b) {
+  return a.batch == b.batch && a.heads_q == b.heads_q && a.heads_kv == b.heads_kv &&
+         a.head_dim == b.head_dim && a.q_len == b.q_len && a.dtype == b.dtype &&
+         a.cache == b.cache && a.cache_lens == b.cache_lens && a.n_max == b.n_max &&
+         a.page_size == b.page_size && a.num_pages == b.num_pages && a.block_table == b.block_table;
+}
+
+}  // namespace
+
+DecodeInputs::DecodeInputs(const DecodeProblem& prob) : p(prob) {
+  const std::size_t es = dtype_size(p.dtype);
+  q = DeviceBuffer(p.q_elems() * es);
+  k_new = DeviceBuffer(p.new_kv_elems() * es);
+  v_new = DeviceBuffer(p.new_kv_elems() * es);
+  k_cache = DeviceBuffer(p.cache_elems() * es);
+  v_cache = DeviceBuffer(p.cache_elems() * es);
+  lens = DeviceBuffer(p.cache_lens.size() * sizeof(int));
+  table = DeviceBuffer(p.block_table.size() * sizeof(int));
+  o = DeviceBuffer(p.q_elems() * es);
+  lse = DeviceBuffer(p.lse_elems() * sizeof(float));
+  fill_normal(q.get(), p.q_elems(), p.dtype, kDecodeSeed);
+  fill_normal(k_new.get(), p.new_kv_elems(), p.dtype, kDecodeSeed + 1);
+  fill_normal(v_new.get(), p.new_kv_elems(), p.dtype, kDecodeSeed + 2);
+  fill_normal(k_cache.get(), p.cache_elems(), p.dtype, kDecodeSeed + 3);
+  fill_normal(v_cache.get(), p.cache_elems(), p.dtype, kDecodeSeed + 4);
+  CUDA_CHECK(cudaMemcpy(lens.get(), p.cache_lens.data(), lens.bytes(), cudaMemcpyHostToDevice));
+  if (table.bytes() > 0)
+    CUDA_CHECK(
+        cudaMemcpy(table.get(), p.block_table.data(), table.bytes(), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+DecodeTensors DecodeInputs::tensors() const {
+  DecodeTensors t;
+  t.q = q.get();
+  t.k_new = k_new.get();
+  t.v_new = v_new.get();
+  t.k_cache = k_cache.get();
+  t.v_cache = v_cache.get();
+  t.cache_lens = lens.as<int>();
+  t.block_table = table.bytes() > 0 ? table.as<int>() : nullptr;
+  t.o = o.get();
+  t.lse = lse.as<float>();
+  return t;
+}
+
+void DecodeInputs::poison() {
+  CUDA_CHECK(cudaMemset(o.get(), 0xFF, o.bytes()));
+  CUDA_CHECK(cudaMemset(lse.get(), 0xFF, lse.bytes()));
+}
+
+std::string DecodeInputs::finite() const {
+  std::vector<std::uint16_t> o_host(p.q_elems());
+  std::vector<float> l_host(p.lse_elems());
+  CUDA_CHECK(cudaMemcpy(o_host.data(), o.get(), o.bytes(), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(l_host.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost));
+  // The exponent bits of a 16-bit float: all ones is an infinity or a NaN.
+  const std::uint16_t exponent = p.dtype == DType::BF16 ? 0x7F80 : 0x7C00;
+  const auto bad_o = std::find_if(o_host.begin(), o_host.end(),
+                                  [&](std::uint16_t x) { return (x & exponent) == exponent; });
+  if (bad_o != o_host.end())
+    return "O[" + std::to_string(bad_o - o_host.begin()) + "] is not finite";
+  const auto bad_l =
+      std::find_if(l_host.begin(), l_host.end(), [](float x) { return !std::isfinite(x); });
+  if (bad_l != l_host.end())
+    return "L[" + std::to_string(bad_l - l_host.begin()) + "] is not finite";
+  return {};
+}
+
+DecodeInputs& decode_inputs_for(const DecodeProblem& p) {
+  static std::unique_ptr<DecodeInputs> cache;
+  if (!cache || !same_inputs(cache->p, p)) {
+    cache.reset();  // free the previous problem's first
+    cache = std::make_unique<DecodeInputs>(p);
+  }
+  return *cache;
+}
+
+std::vector<double> time_decode_attention(benchmark::State& state, const DecodeStepInfo& step,
+                                          const DecodeProblem& p, int splits, int warmup,
+                                          long long spin_cycles) {
+  DecodeInputs& in = decode_inputs_for(p);
+  DeviceBuffer workspace(step.workspace_bytes(p, splits));
+  const DecodeTensors t = in.tensors();
+  // The warm-up goes through run_decode, which checks everything (for a paged cache that
+  // includes the whole block table: a fraction of a millisecond of host time at B = 32,
+  // N = 32768, pages of 16); the timed calls, the same launch on the same arguments, call
+  // the step's entry directly, so no check outlasts the spin queued before them.
+  auto checked = [&] {
+    run_decode(step, p, t, splits, workspace.get(), nullptr, DecodePhases::AttendOnly);
+  };
+  auto call = [&] { step.attend(p, t, splits, workspace.get(), nullptr); };
+  in.poison();
+  for (int i = 0; i < std::max(warmup, 1); ++i) checked();  // module load, first touch
+  CUDA_CHECK(cudaDeviceSynchronize());
+  if (const std::string bad = in.finite(); !bad.empty())
+    throw std::runtime_error(bad + " after the warm-up of " + p.describe() + " with " +
+                             std::to_string(splits) + " splits; not timed");
+  std::vector<double> ms = time_calls(state, call, spin_cycles);
+  CUDA_CHECK_LAUNCH();
+  return ms;
+}
+
+}  // namespace fa::bench

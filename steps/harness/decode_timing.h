@@ -1,0 +1,93 @@
+// decode_timing.h — how the decoding programs (bin/bench_decode, bin/variants_12) make a
+// decoding step's inputs and time its attention: the shapes of serving (make_decode), random
+// device tensors made once per problem (decode_inputs_for) and the timed loop
+// (time_decode_attention), so that every decoding figure comes from the same code.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/decode.h"
+#include "common/decode_registry.h"
+#include "common/device_buffer.h"
+
+namespace fa::bench {
+
+/// \brief The shapes the decoding programs time, set by add_decode_shape_options().
+struct DecodeShapeOptions {
+  std::vector<int> batches, caches, heads_kv, page_sizes;
+  int heads_q = 32;
+};
+
+/// \brief How they time them, set by add_decode_run_options().
+struct DecodeRunOptions {
+  int reps = 20;                    ///< timed calls per row
+  int warmup = 3;                   ///< untimed calls per row first
+  int hbm_gib = 4;                  ///< GiB read by the HBM bandwidth measurement
+  int hbm_reps = 20;                ///< its timed runs
+  int max_cache_gib = 40;           ///< the largest K and V caches, together
+  long long spin_cycles = 1000000;  ///< the GPU spin before each timed call
+};
+
+/// \brief Adds --batches, --caches, --heads-q, --heads-kv and --page-sizes, each with its
+/// validator, their defaults o's. \param app the command line \param o the options
+void add_decode_shape_options(CLI::App& app, DecodeShapeOptions& o);
+
+/// \brief Adds --reps, --warmup, --hbm-gib, --hbm-reps, --max-cache-gib and
+/// --queue-ahead-cycles, each with its validator. \param app the command line \param o the options
+void add_decode_run_options(CLI::App& app, DecodeRunOptions& o);
+
+/// \brief The seed of the decoding programs' inputs and page shuffles.
+constexpr std::uint64_t kDecodeSeed = 2024;
+
+/// \brief A step of B sequences that attend to n keys each (n − q_len cached before the step):
+/// contiguous with N_max = n when page_size is 0, else paged, the pool holding exactly the
+/// pages the sequences use, in an order shuffled with a fixed seed.
+DecodeProblem make_decode(DType dtype, int d, int batch, int heads_q, int heads_kv, int q_len,
+                          int n, int page_size);
+
+/// \brief "contiguous" or "pageP". \param p the problem \return its layout's name
+std::string layout_of(const DecodeProblem& p);
+
+/// \brief Bytes of the K and V caches together. \param p the problem \return 2 · elements · size
+double cache_bytes(const DecodeProblem& p);
+
+/// \brief The device tensors of one problem, made once and shared by every row timed on it.
+/// Random N(0, 1), never zeros.
+struct DecodeInputs {
+  DecodeProblem p;
+  DeviceBuffer q, k_new, v_new, k_cache, v_cache, lens, table, o, lse;
+  /// \brief Allocates and fills the tensors of `prob`. \param prob the problem
+  explicit DecodeInputs(const DecodeProblem& prob);
+  /// \return the device pointers (block_table null for a contiguous cache)
+  DecodeTensors tensors() const;
+  /// \brief O and L all ones in every bit (NaN in each dtype), so that an element a call
+  /// leaves unwritten fails finite().
+  void poison();
+  /// \return "" when every element of O and L is finite (random inputs give finite
+  /// results), else which one is not
+  std::string finite() const;
+};
+
+/// \brief The inputs of `p`: the previous call's when they were made for the same problem,
+/// else new ones (the previous problem's are freed first). \param p the problem
+/// \return the inputs, valid until the next call with another problem
+DecodeInputs& decode_inputs_for(const DecodeProblem& p);
+
+/// \brief Times the attention of `step` (DecodeStepInfo::attend: the split-KV kernel and the
+/// combine) on `p` with `splits` splits: O and L poisoned, `warmup` (at least 1) calls through
+/// fa::run_decode, which checks everything, O and L checked finite, then one call per
+/// iteration of `state` after the GPU spin (gbench.h, time_calls). Throws when a check fails.
+/// \param state the benchmark's state \param step the step \param p the problem
+/// \param splits the split count \param warmup untimed calls \param spin_cycles the spin's
+/// cycles \return the times in milliseconds, one per iteration
+std::vector<double> time_decode_attention(benchmark::State& state, const DecodeStepInfo& step,
+                                          const DecodeProblem& p, int splits, int warmup,
+                                          long long spin_cycles);
+
+}  // namespace fa::bench
