@@ -2,7 +2,7 @@
 """cli_refusals.py — every program refuses bad input the same way, without a GPU.
 
 Runs one program (tour, a step's program, 00_cpu_reference, bench_all, a bench_NN, sweep,
-variants_07, variants_11, ceilings, a backward step's bench_NN, bench_decode) with each bad input of its table below and
+variants_07, variants_11, ceilings, a backward step's bench_NN, bench_decode, variants_12) with each bad input of its table below and
 checks: exit status 2, exactly one "error:" line on stderr, and that line names the option
 and its accepted range (a regex); and that --help still exits 0. For the tour, also a long
 sequence that it must accept: it checks sampled rows, says so, and stays within bounded host
@@ -185,6 +185,27 @@ BENCH_DECODE = [
     ("--no-such-flag", r"unknown option --no-such-flag"),
 ]
 
+# Step 12's configurations (steps/12_decode/variants/variants.cpp): the decoding benchmark's
+# shape options, which configurations and registered steps, and Google Benchmark's flags.
+VARIANTS_12 = [
+    ("--variants s9w9", r"--variants: s9w9 not in \{s3w4,s2w4,s2w8,s3w8\}"),
+    ("--steps 07", r"--steps: 07 not in \{12_decode,12_decode_v2,none\}"),
+    ("--batches 0", r"--batches: Value 0 not in range " + INT),
+    ("--caches x", r"--caches: Value x not in range " + INT),
+    ("--heads-kv 5", r"--heads-kv 5: heads_q \(32\) must be a multiple of heads_kv \(5\)"),
+    ("--page-sizes 8", r"--page-sizes: Value 8 not in range 16 to 256"),
+    ("--reps 0", r"--reps: Value 0 not in range 1 to 100000"),
+    ("--warmup -1", r"--warmup: Value -1 not in range 0 to 1000"),
+    ("--hbm-gib 65", r"--hbm-gib: Value 65 not in range 1 to 64"),
+    ("--batches 8 --caches 32768 --max-cache-gib 1",
+     r"--batches 8 --caches 32768 --heads-q 32 --heads-kv 32: the K and V caches need 4\.0 GiB, "
+     r"more than --max-cache-gib \(1\)"),
+    ("--batches 64 --caches 65536", r"exceed the 32-bit index limit of 2147483647"),
+    ("--queue-ahead-cycles -1", r"--queue-ahead-cycles: Value -1 not in range 0 to"),
+    ("--benchmark_min_time=abc", r"--benchmark_min_time \(abc\) must be seconds"),
+    ("--no-such-flag", r"unknown option --no-such-flag"),
+]
+
 CEILINGS = [
     ("--size 10", r"--size: Value 10 not in range 64 to 32768"),
     ("--reps 0", r"--reps: Value 0 not in range 1 to 10000"),
@@ -209,6 +230,8 @@ NOT_REFUSED = {
                   "--pass backward --deterministic --dtype bf16 --ns 512 --dims 64 "
                   "--benchmark_filter=^nothing$"],
     "bench_" + STEP_PROGRAM: ["--ns 512 --dims 64 --causal off --benchmark_filter=^nothing$"],
+    "variants_12": ["--benchmark_filter=^nothing$",
+                    "--variants s2w4 --steps none --batches 1 --caches 4096 --page-sizes 16,256"],
 }
 MAX_RSS_MIB = 1536
 MAX_SECONDS = 120
@@ -225,6 +248,7 @@ CASES = {
     "ceilings": CEILINGS,
     "bench_11_backward_tc": BENCH_BACKWARD,
     "bench_decode": BENCH_DECODE,
+    "variants_12": VARIANTS_12,
 }
 
 

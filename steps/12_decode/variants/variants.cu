@@ -1,0 +1,172 @@
+// variants.cu — the configurations of step 12's candidate kernel that bin/variants_12 times
+// beside the registered "12_decode_v2", and what each should give, written before it runs.
+//
+// What the registered candidate measured (docs/12-decode.md, "The next kernel, measured";
+// docs/results/h200-ncu-decode-v2.txt; B = 8, 16k keys, d = 128, bf16, pages of 64): it is
+// bound by instruction issue, not by HBM. 977 (MHA) and 1 724 (GQA 32/8) instructions per warp
+// and 64-key tile, 4 warps a tile: 3 908 and 6 896 instructions per 32 KiB of K and V, i.e.
+// 8.4 and 4.75 bytes per instruction. Two blocks of 4 warps per SM (shared memory, 108.5 KB
+// each, is the limit) are 2 warps per scheduler, each issuing every ≈ 4.65 (MHA) and ≈ 5.1
+// (GQA) cycles: 0.43 and 0.39 instructions per scheduler and cycle, as measured.
+//
+// The model behind every prediction below: a warp issues every c cycles (c = 4.65 MHA, 5.1
+// GQA, its dependent latencies, unchanged by the configuration while a scheduler is below one
+// instruction per cycle), so a scheduler with w warps issues min(1, w / c) per cycle. At
+// 1.97 GHz on 132 SMs, 4.5 TB/s is 17.3 bytes per cycle and SM: 2.07 instructions per cycle
+// and SM at MHA (0.52 per scheduler) and 3.64 at GQA (0.91 per scheduler) are needed. The
+// split rule of every variant is wave_splits(), with the occupancy the device reports, so that
+// a configuration that fits 3 blocks per SM gets a grid that fills them (the registered rule
+// counts 2 per SM). Bytes in flight per SM, against Little's ≈ 34 KB (decode_params.cuh).
+//
+//   s3w4   3 stages, 4 warps, tiles of 64 (the registered configuration, 108.5 KB, 144
+//          registers): 2 blocks, 8 warps per SM, 2 per scheduler: 0.43 / 0.39 issued, needed
+//          0.52 / 0.91; 128 KiB in flight. The control: the registered candidate's figures
+//          within noise (B = 8, 16k: MHA ≈ 3.5 TB/s, GQA ≈ 1.8): at 2 blocks per SM the
+//          wave-aware rule picks the registered rule's split count on every shape timed.
+//   s2w4   2 stages, 4 warps, tiles of 64: 72 KiB, 3 blocks per SM by shared memory (216 of
+//          227 KiB), registers allow 3 (144 × 128 × 3 = 55 296 of 65 536): 12 warps, 3 per
+//          scheduler: 0.65 (MHA) / 0.59 (GQA) issued, 1.5× today's; 96 KiB in flight (one
+//          tile per block while one is computed), ≈ 3× Little's: enough. MHA, B = 8: 1.5 ×
+//          3.6 = 5.4 TB/s of issue, so HBM-bound: ≥ 4.0 TB/s (≥ 88% of the read bandwidth;
+//          3 splits, 768 blocks in two waves of 396 places, 86 tiles each, at 16k).
+//          GQA, B = 8: still issue-bound, 0.59 < 0.91: 1.5 × 1.8 ≈ 2.7 TB/s. B = 1, 16k: MHA
+//          ≈ 3.4 TB/s (12 splits of 22 tiles: the fixed costs, a fifth of today's time, stay),
+//          GQA ≈ 1.35 TB/s (43 splits of 6 tiles at today's ≈ 4.7 µs a tile, plus ≈ 20 µs of
+//          fixed costs, on 67 MB). 4k keys: MHA B = 8 ≈ 3.9, GQA B = 8 ≈ 2.2, B = 1 within 10%
+//          of today's (fixed costs). Paged (64) within 5% of contiguous, as today.
+//   s2w8   2 stages, 8 warps, tiles of 128 (16 keys per warp, as today): 140 KiB, 1 block of
+//          8 warps per SM: the same 2 warps per scheduler and the same instructions per warp
+//          and key as today, one barrier per 128 keys instead of per 64, 64 KiB in flight
+//          (≈ 2× Little's). Predicted: today's figures within ±10% on every shape. Faster would
+//          say the barriers cost; slower, that one 64 KiB tile in flight per SM is too little.
+//   s3w8   3 stages, 8 warps, tiles of 128: 208 KiB, 1 block per SM, 128 KiB in flight: the
+//          same as s2w8 but the bytes in flight: within ±10% of today's, and of s2w8.
+// A configuration with more warps per SM than s2w4's 12 needs fewer registers (14 warps at
+// 144 per thread) or a QK loop of 4 lanes per key (8 warps over 64 keys): not built here.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <type_traits>
+
+#include "../candidate/decode_kernel_v2.cuh"
+#include "../decode_step.cuh"
+#include "common/cuda_check.h"
+#include "variants.h"
+
+namespace fa::step12 {
+
+int blocks_per_sm(const void* kernel, int threads, std::size_t smem) {
+  static std::mutex mutex;
+  static std::map<const void*, int> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = known.find(kernel); it != known.end()) return it->second;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem)));
+  int blocks = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
+  known[kernel] = blocks;
+  return blocks;
+}
+
+// A block's fixed cost in tile times (the prologue's fill, the merge of its warps): without
+// it the rule would cut B = 8, MHA, 16k into 128 splits to save 6 tile times of 256.
+constexpr long long kFixedTiles = 2;
+
+int wave_splits(const DecodeProblem& p, int sm_count, int rows_per_block, int block_n, int slots) {
+  const long long base =
+      static_cast<long long>(p.batch) * p.heads_kv * row_chunks(p, rows_per_block);
+  const long long places = static_cast<long long>(std::max(slots, 1)) * std::max(sm_count, 1);
+  const long long tiles = (p.max_kv_len() + block_n - 1) / block_n;
+  const long long most =
+      std::clamp(tiles / kMinTilesPerSplit, 1LL, static_cast<long long>(kMaxSplits));
+  long long best = 1, best_cost = LLONG_MAX;
+  for (long long s = 1; s <= most; ++s) {
+    const long long per_split = (tiles + s - 1) / s;
+    const long long used = (tiles + per_split - 1) / per_split;  // the splits that get tiles
+    const long long waves = (base * used + places - 1) / places;
+    const long long cost = waves * (per_split + kFixedTiles);
+    if (cost < best_cost) best = used, best_cost = cost;
+  }
+  return static_cast<int>(best);
+}
+
+namespace {
+
+/// What DecodeStep needs of a configuration (decode_step.cuh), bf16 and d = 128 only.
+template <int kStages, int kWarps, int kBlockN>
+struct VariantKernels {
+  using Traits = DecodeTraitsV2<128, kStages, kWarps, kBlockN>;
+  static constexpr bool kCandidate = true;
+  static constexpr int kRows = Traits::kMaxRows;
+  static const void* kernel() {
+    return reinterpret_cast<const void*>(&decode_attention_v2_kernel<Traits, __nv_bfloat16>);
+  }
+  static int num_splits(const DecodeProblem& p, int sm_count) {
+    return wave_splits(p, sm_count, kRows, kBlockN,
+                       blocks_per_sm(kernel(), Traits::kThreads, Traits::kSmemBytes));
+  }
+  static std::size_t smem_bytes(int) { return Traits::kSmemBytes; }
+  template <int kHeadDim, class Element>
+  static void launch(const DecodeParams& p, cudaStream_t stream) {
+    if constexpr (kHeadDim == 128 && std::is_same_v<Element, __nv_bfloat16>) {
+      launch_attend_combine<Traits, Element>(decode_attention_v2_kernel<Traits, Element>, p,
+                                             stream);
+    } else {  // DecodeStepInfo::dtypes and head_dims refuse these before any launch
+      throw std::invalid_argument("the variants of step 12 run bf16 with head_dim 128 only");
+    }
+  }
+};
+
+struct S3W4 : VariantKernels<3, 4, 64> {
+  static constexpr const char* kName = "s3w4";
+  static constexpr const char* kLesson = "the candidate as registered, the wave-aware split rule";
+};
+struct S2W4 : VariantKernels<2, 4, 64> {
+  static constexpr const char* kName = "s2w4";
+  static constexpr const char* kLesson = "2 stages: 72 KiB, 3 blocks of 4 warps per SM";
+};
+struct S2W8 : VariantKernels<2, 8, 128> {
+  static constexpr const char* kName = "s2w8";
+  static constexpr const char* kLesson = "8 warps, tiles of 128 keys, 2 stages: 140 KiB";
+};
+struct S3W8 : VariantKernels<3, 8, 128> {
+  static constexpr const char* kName = "s3w8";
+  static constexpr const char* kLesson = "8 warps, tiles of 128 keys, 3 stages: 208 KiB";
+};
+
+template <class K>
+DecodeVariant make(std::string change, std::string predicted) {
+  using T = typename K::Traits;
+  DecodeVariant v;
+  v.info = DecodeStep<K>::info();
+  v.info.dtypes = {DType::BF16};
+  v.info.head_dims = {128};
+  v.change = std::move(change);
+  v.config = std::to_string(T::kStages) + " stages, " + std::to_string(T::kWarps) +
+             " warps, tiles of " + std::to_string(T::kBlockN) + " keys, " +
+             std::to_string(T::kSmemBytes / 1024) + " KiB";
+  v.predicted = std::move(predicted);
+  v.kernel = K::kernel();
+  v.threads = T::kThreads;
+  v.smem_bytes = T::kSmemBytes;
+  return v;
+}
+
+}  // namespace
+
+std::vector<DecodeVariant> decode_variants() {
+  return {make<S3W4>("the registered configuration; the wave-aware split rule",
+                     "the registered candidate's TB/s within noise"),
+          make<S2W4>("2 stages: 3 blocks of 4 warps per SM",
+                     "B=8: MHA >= 4.0 TB/s, GQA ~2.7; B=1 16k: MHA ~3.4, GQA ~1.35"),
+          make<S2W8>("8 warps, tiles of 128 keys, 2 stages: 1 block per SM",
+                     "the registered candidate's TB/s within 10%"),
+          make<S3W8>("8 warps, tiles of 128 keys, 3 stages: 1 block per SM",
+                     "the registered candidate's TB/s within 10%, and s2w8's")};
+}
+
+}  // namespace fa::step12
