@@ -134,7 +134,7 @@ def timelines(doc, out, plt):
     # Files written before the priority was an option were measured at NCCL's default.
     streams = doc.get("nccl_streams", "default priority")
     fig.suptitle(f"Ring attention on {doc['gpus']} × {doc['gpu']}, NCCL's streams at {streams}, "
-                 "measured (CUDA events, each rank's median call): compute steps (blue, lighter = "
+                 "measured (CUDA events, each rank's median call):\ncompute steps (blue, lighter = "
                  "later step) and the sends of the next slice (orange)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=110)

@@ -66,14 +66,15 @@ folder, docs/results/ unless told otherwise):
                                one cell of its T-th table, 1, 2, … in file order); ROW may
                                name the first cells of the row joined by & (131072&causal&
                                zigzag), a part HEADER=VALUE the cell under that header
-                               (full&GPUs=8); a cell such as 1.95×, 30% or 126.1 (measured
-                               119.7) gives its number
+                               (full&GPUs=8); a cell such as 1.95×, 30%, 1,029,909 or 126.1
+                               (measured 119.7) gives its number
   calc:EXPR                    arithmetic (+ - * /, parentheses, min(), max(), numbers) on
                                sources written in brackets, e.g. calc:[bench:…:4096]/[bench:…:4096]
 
 A number is written with as many decimals as the page shows; a count written as a word
-("eight") stays a word; a figure the file prints with a unit or an exponent (32.0 MiB,
-4.29e-07) is copied as printed. A source that cannot be read (file missing, step, column
+("eight") stays a word; a number the page writes with thousands separators (1,029,909)
+keeps them; a figure the file prints with a unit or an exponent (32.0 MiB, 4.29e-07) is
+copied as printed. A source that cannot be read (file missing, step, column
 or row not found, a table whose layout is not what this module expects) is an error that
 names the page, the line, the marker and the reason: it never passes silently.
 """
@@ -94,7 +95,9 @@ WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
          "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
          "eighteen", "nineteen", "twenty"]
 _WORD_ALT = "|".join(WORDS + [w.capitalize() for w in WORDS])
-VALUE = (r"(?:\d+(?:\.\d+)?(?:e[-+]?\d+)?(?: (?:B|KiB|MiB|GiB|TiB)\b)?"
+GROUPED = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?"  # 1,029,909: a number with thousands separators
+VALUE = (r"(?:" + GROUPED + r"(?!\d)"
+         r"|\d+(?:\.\d+)?(?:e[-+]?\d+)?(?: (?:B|KiB|MiB|GiB|TiB)\b)?"
          r"|(?:" + _WORD_ALT + r")\b)")
 MARKER_RE = re.compile(r"<!--([a-z]+):([^<>]*?)-->(" + VALUE + ")?")
 CODE_RE = re.compile(r"^```.*?^```|`[^`\n]+`", re.M | re.S)
@@ -567,6 +570,8 @@ def md_figure(folder, args, cache):
                           + (" (lines " + ", ".join(str(n) for n, _ in found) + ")"
                              if found else "") + "; the pair must name exactly one")
     cell = found[0][1]
+    if re.fullmatch(GROUPED, cell):
+        cell = cell.replace(",", "")
     try:
         return float(cell)
     except ValueError:
@@ -671,7 +676,8 @@ def render(value, quoted):
     decimals = len(quoted.split(".")[1]) if quoted and "." in quoted else 0
     # halves round away from zero, as a reader rounds (496.5 → 497), not to even
     step = decimal.Decimal(1).scaleb(-decimals)
-    return str(decimal.Decimal(repr(float(value))).quantize(step, decimal.ROUND_HALF_UP))
+    rounded = decimal.Decimal(repr(float(value))).quantize(step, decimal.ROUND_HALF_UP)
+    return f"{rounded:,f}" if quoted and "," in quoted else str(rounded)
 
 
 def fill_text(text, folder, cache, where):

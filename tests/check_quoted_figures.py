@@ -267,6 +267,25 @@ def main():
                and "ms=1.5:speedup-->1.95×." in filled,
                f"a row named by its first two cells, and 1.30× and 2.0 (measured 1.5) read as "
                f"numbers (rc {rc}):\n{out}\n{filled}")
+        # 2d. a cell with thousands separators: quoted with them, or without, and used in calc
+        write(os.path.join(results, "lm.md"),
+              "| attention | tokens/s |\n|---|---:|\n| ours | 1,029,909 |\n| sdpa | 1,016,195 |\n")
+        write(bench_page, "# Page\n\nAt <!--md:lm.md:ours:tokens/s-->1,000,000 and "
+              "<!--md:lm.md:sdpa:tokens/s-->1 tokens/s, "
+              "<!--calc:[md:lm.md:ours:tokens/s]-[md:lm.md:sdpa:tokens/s]-->1 more.\n")
+        rc, out = run(results, bench_page, check=True)
+        expect(rc == 1 and "quotes 1,000,000, the results say 1,029,909" in out
+               and "quotes 1, the results say 1016195" in out,
+               f"a stale figure with thousands separators fails --check, whole:\n{out}")
+        rc, out = run(results, bench_page, check=False)
+        filled = read(bench_page)
+        expect(rc == 0 and "tokens/s-->1,029,909 and" in filled
+               and "tokens/s-->1016195 tokens/s" in filled and "-->13714 more." in filled,
+               f"1,029,909 is read as a number and written as the page writes it "
+               f"(rc {rc}):\n{out}\n{filled}")
+        rc, out = run(results, bench_page, check=True)
+        expect(rc == 0, f"--check after filling exits 0 (got {rc}):\n{out}")
+
         write(bench_page, "# Page\n\nBoth: <!--md:ring.md:64:ms-->1.0 ms.\n")
         rc, out = run(results, bench_page, check=True)
         expect(rc == 1 and "2 cells in row '64'" in out,

@@ -160,7 +160,8 @@ class Bench:
     def _time(self, fn, with_timeline=False):
         """The median event time of fn(timeline) in ms (spin first), the slowest rank's; with
         with_timeline, also (this rank's timeline of its median call, the least-hidden rank's
-        share of its sends hidden, the sends' ms as they ran, their exposed ms)."""
+        share of its sends hidden, the sends' ms as they ran, their exposed ms, the number of
+        timed calls: the "calls" column)."""
         import torch
         import torch.distributed as dist
 
@@ -181,7 +182,6 @@ class Bench:
             timeline = [] if with_timeline else None
             start, ms = once(timeline)
             calls.append((ms, spans(start, timeline) if with_timeline else None))
-        self.calls = len(calls)  # recorded beside the figures (the "calls" column)
         calls.sort(key=lambda c: c[0])
         median_ms, median_spans = calls[len(calls) // 2]
         t = torch.tensor([statistics.median(c[0] for c in calls)], device="cuda",
@@ -199,7 +199,8 @@ class Bench:
         worst = min(every, key=lambda x: x[0].item())
         timelines = [None] * self.ranks
         dist.all_gather_object(timelines, median_spans)
-        return t.item(), timelines, worst[0].item(), worst[1].item(), worst[2].item()
+        return (t.item(), timelines, worst[0].item(), worst[1].item(), worst[2].item(),
+                len(calls))
 
     def _time_local(self, fn):
         """The median event time of fn() in ms on this rank alone (spin first; no collective)."""
@@ -253,9 +254,8 @@ class Bench:
                    for _ in range(3))
         for name, causal, chunks in CONFIGS:
             ring = ra.RingAttention(q, k, v, causal=causal, chunks=chunks)
-            both, timelines, hidden, sent, exposed = self._time(
+            both, timelines, hidden, sent, exposed, calls = self._time(
                 lambda tl: ring(q, k, v, timeline=tl), with_timeline=True)
-            calls = self.calls
             comp = self._time(lambda tl: ring(q, k, v, mode="compute"))
             send = self._time(lambda tl: ring(q, k, v, mode="send")) if P > 1 else 0.0
             ring = None  # its buffers go before the next configuration's
