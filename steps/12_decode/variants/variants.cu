@@ -43,6 +43,18 @@
 //          same as s2w8 but the bytes in flight: within ±10% of today's, and of s2w8.
 // A configuration with more warps per SM than s2w4's 12 needs fewer registers (14 warps at
 // 144 per thread) or a QK loop of 4 lanes per key (8 warps over 64 keys): not built here.
+//
+// The tensor-core kernel (candidate/decode_kernel_mma.cuh), 4 warps over 64-key tiles, 150
+// registers, no spills. Per warp and tile at d = 128: 16 ldmatrix + 32 mma + ≈ 60 for the
+// softmax and the rescale of O (64 FMUL) + 16 cp.async with ≈ 40 addressing + ≈ 20 loop and
+// barrier ≈ 190, whatever the rows (≤ 16): ≈ 760 per 32 KiB, 43 bytes per instruction
+// (8.4 and 4.75 for the scalar kernel): 17.3 bytes per cycle and SM need 0.1 instructions
+// per scheduler and cycle. No longer bound by issue but by the bytes:
+//   m2w4   2 stages, 74 KiB, 3 blocks per SM (150 registers: 3 × 19 456 of 65 536): 96 KiB in
+//          flight, as s2w4. B = 8, 16k: MHA ≥ 4.2 TB/s (≥ 93% of the read bandwidth), GQA
+//          32/8 ≥ 4.0 (two row chunks of 16 no longer: one block per K/V head reads its tiles
+//          once); B = 1, 16k: MHA ≥ 3.4, GQA ≥ 2.0 (fixed costs: launch, prologue, combine).
+//   m3w4   3 stages, 108 KiB, 2 blocks per SM, 128 KiB in flight: m2w4's figures within 5%.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -52,6 +64,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "../candidate/decode_kernel_mma.cuh"
 #include "../candidate/decode_kernel_v2.cuh"
 #include "../decode_step.cuh"
 #include "common/cuda_check.h"
@@ -96,46 +109,65 @@ int wave_splits(const DecodeProblem& p, int sm_count, int rows_per_block, int bl
 
 namespace {
 
-/// What DecodeStep needs of a configuration (decode_step.cuh), bf16 and d = 128 only.
-template <int kStages, int kWarps, int kBlockN>
+/// What DecodeStep needs of a configuration (decode_step.cuh), bf16 and d = 128 only: the
+/// scalar candidate's kernel (decode_kernel_v2.cuh) or the tensor-core one
+/// (decode_kernel_mma.cuh) with the configuration Traits.
+template <class Traits_, bool kMma>
 struct VariantKernels {
-  using Traits = DecodeTraitsV2<128, kStages, kWarps, kBlockN>;
+  using Traits = Traits_;
   static constexpr bool kCandidate = true;
   static constexpr int kRows = Traits::kMaxRows;
-  static const void* kernel() {
-    return reinterpret_cast<const void*>(&decode_attention_v2_kernel<Traits, __nv_bfloat16>);
+  static constexpr auto attention() {
+    if constexpr (kMma) {
+      return &decode_attention_mma_kernel<Traits, __nv_bfloat16>;
+    } else {
+      return &decode_attention_v2_kernel<Traits, __nv_bfloat16>;
+    }
   }
+  static const void* kernel() { return reinterpret_cast<const void*>(attention()); }
   static int num_splits(const DecodeProblem& p, int sm_count) {
-    return wave_splits(p, sm_count, kRows, kBlockN,
+    return wave_splits(p, sm_count, kRows, Traits::kBlockN,
                        blocks_per_sm(kernel(), Traits::kThreads, Traits::kSmemBytes));
   }
   static std::size_t smem_bytes(int) { return Traits::kSmemBytes; }
   template <int kHeadDim, class Element>
   static void launch(const DecodeParams& p, cudaStream_t stream) {
     if constexpr (kHeadDim == 128 && std::is_same_v<Element, __nv_bfloat16>) {
-      launch_attend_combine<Traits, Element>(decode_attention_v2_kernel<Traits, Element>, p,
-                                             stream);
+      launch_attend_combine<Traits, Element>(attention(), p, stream);
     } else {  // DecodeStepInfo::dtypes and head_dims refuse these before any launch
       throw std::invalid_argument("the variants of step 12 run bf16 with head_dim 128 only");
     }
   }
 };
+template <int kStages, int kWarps, int kBlockN>
+using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
+template <int kStages, int kWarps, int kBlockN>
+using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN>, true>;
 
-struct S3W4 : VariantKernels<3, 4, 64> {
+struct S3W4 : Scalar<3, 4, 64> {
   static constexpr const char* kName = "s3w4";
   static constexpr const char* kLesson = "the candidate as registered, the wave-aware split rule";
 };
-struct S2W4 : VariantKernels<2, 4, 64> {
+struct S2W4 : Scalar<2, 4, 64> {
   static constexpr const char* kName = "s2w4";
   static constexpr const char* kLesson = "2 stages: 72 KiB, 3 blocks of 4 warps per SM";
 };
-struct S2W8 : VariantKernels<2, 8, 128> {
+struct S2W8 : Scalar<2, 8, 128> {
   static constexpr const char* kName = "s2w8";
   static constexpr const char* kLesson = "8 warps, tiles of 128 keys, 2 stages: 140 KiB";
 };
-struct S3W8 : VariantKernels<3, 8, 128> {
+struct S3W8 : Scalar<3, 8, 128> {
   static constexpr const char* kName = "s3w8";
   static constexpr const char* kLesson = "8 warps, tiles of 128 keys, 3 stages: 208 KiB";
+};
+
+struct M2W4 : Mma<2, 4, 64> {
+  static constexpr const char* kName = "m2w4";
+  static constexpr const char* kLesson = "tensor cores, 2 stages: 74 KiB, 3 blocks per SM";
+};
+struct M3W4 : Mma<3, 4, 64> {
+  static constexpr const char* kName = "m3w4";
+  static constexpr const char* kLesson = "tensor cores, 3 stages: 108 KiB, 2 blocks per SM";
 };
 
 template <class K>
@@ -166,7 +198,11 @@ std::vector<DecodeVariant> decode_variants() {
           make<S2W8>("8 warps, tiles of 128 keys, 2 stages: 1 block per SM",
                      "the registered candidate's TB/s within 10%"),
           make<S3W8>("8 warps, tiles of 128 keys, 3 stages: 1 block per SM",
-                     "the registered candidate's TB/s within 10%, and s2w8's")};
+                     "the registered candidate's TB/s within 10%, and s2w8's"),
+          make<M2W4>("tensor cores (mma.sync) for S = Q K^T and O += P V; 2 stages",
+                     "B=8 16k: MHA >= 4.2 TB/s, GQA >= 4.0; B=1 16k: MHA >= 3.4, GQA >= 2.0"),
+          make<M3W4>("tensor cores (mma.sync) for S = Q K^T and O += P V; 3 stages",
+                     "m2w4's figures within 5%")};
 }
 
 }  // namespace fa::step12

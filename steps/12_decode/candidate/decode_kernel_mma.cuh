@@ -1,0 +1,303 @@
+// decode_kernel_mma.cuh — step 12's candidate kernel with its two products on tensor cores
+// (mma.sync m16n8k16, step 07's instructions): the same split, stages, warps and in-block
+// merge as decode_kernel_v2.cuh, but S = Q Kᵀ and O += P V are matrix products of one 16-row
+// tile. Why: the scalar candidate is bound by instruction issue (docs/12-decode.md, "The next
+// kernel, measured"): ≈ 980 instructions per warp and 64-key tile at MHA, ≈ 1 720 at GQA 32/8.
+// Here a warp's 16 keys of a tile cost 2 · d/16 ldmatrix and 2 · d/8 mma whatever the rows
+// (≤ 16), ≈ 150 instructions with the softmax at d = 128: the kernel should be bound by the
+// bytes it reads, and GQA should cost what MHA costs.
+//
+//   attention, grid (num_splits, H_kv · row chunks of 16, B), block kWarps · 32 threads:
+//     the group's rows (≤ 16, Element, zero-padded to 16) ──▶ sQ ──▶ A fragments, once
+//     the split's tiles of kBlockN keys through kStages cp.async stages
+//     each warp: its own 16 keys of every tile, its own running (m, ℓ, O) for every row
+//       S = Q Kᵀ        16 rows × 16 keys: d/16 k-steps × 2 mma (K by ldmatrix)
+//       scale, mask, online softmax (rows g and g + 8 of the accumulator layout; the max over
+//       a row's 16 keys is the max over a quad of lanes: 2 shuffles)
+//       O += P V        P's accumulators are the A fragment of one k16 step: d/8 mma
+//                       (V by ldmatrix.trans)
+//     end of split: each warp's (O_w / ℓ_w, L_w) ──▶ shared memory, merged by combine_row()
+//     as in the scalar candidate, O_s and L_s ──▶ the workspace; the combine kernel is the
+//     chapter's.
+//
+// The rows are the M dimension of the products, padded to 16 with zeros: at one row (MHA) 15
+// of 16 rows are wasted, which costs nothing that matters: at 4.5 TB/s, d = 128, the two
+// products are 16 × 4.5e12 / 512 · 2 · 128 · 2 ≈ 72 TFLOP/s of mma, a tenth of what
+// mma.sync can issue. P is rounded to Element before P V, as in step 07; ℓ sums it in fp32.
+#pragma once
+
+#include "../decode_kernel.cuh"  // cache_row, kv_len_of, load helpers, the combine kernel
+
+namespace fa::step12 {
+
+using step07::ldmatrix_x4;
+using step07::ldmatrix_x4_trans;
+using step07::mma_m16n8k16;
+using step07::pack_pair;
+
+/// \brief The tensor-core candidate's configuration: kStages_ shared-memory stages, kWarps_
+/// warps, tiles of kBlockN_ keys (16 per warp: one k16 step of P V).
+template <int kHeadDim_, int kStages_ = 2, int kWarps_ = 4, int kBlockN_ = 64>
+struct DecodeTraitsMma {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMaxRows = 16;  // one m16 tile of the products
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kKeysPerWarp = kBlockN / kWarps;
+  static constexpr int kStages = kStages_;
+  // 16 bytes of padding per row: the 8 rows an ldmatrix phase reads start 16 bytes apart
+  // modulo 128, in 8 different groups of four banks.
+  static constexpr int kStride = kHeadDim + 8;  // elements
+  static constexpr int kRowBytes = kStride * 2;
+  static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks
+  static constexpr std::size_t kQBytes = std::size_t{kMaxRows} * kRowBytes;
+  static constexpr std::size_t kTileBytes = std::size_t{kBlockN} * kRowBytes;
+  static constexpr std::size_t kSmemBytes = kQBytes + 2 * kStages * kTileBytes;
+  // The warps' partials (O and L per warp and row) reuse the stages after the last tile.
+  static constexpr std::size_t kMergeBytes = std::size_t{kWarps} * kMaxRows * (kHeadDim + 1) * 4;
+  static_assert(kStages >= 2, "one tile in flight while one is computed, at the least");
+  static_assert(kBlockN % kWarps == 0 && kKeysPerWarp == 16, "a warp's keys: one k16 step");
+  static_assert(kHeadDim % 16 == 0, "d in k16 steps");
+  static_assert(kMergeBytes <= 2 * kStages * kTileBytes, "the merge fits in the stages");
+};
+
+template <class Traits, class Element>
+__global__ void __launch_bounds__(Traits::kThreads)
+    decode_attention_mma_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr int kD = Traits::kHeadDim, kN = Traits::kBlockN, kW = Traits::kWarps;
+  constexpr int kR = Traits::kMaxRows, kStride = Traits::kStride, kS = Traits::kStages;
+  constexpr int kRowBytes = Traits::kRowBytes, kChunks = Traits::kChunksPerRow;
+  constexpr int kKeys = Traits::kKeysPerWarp;
+  constexpr int kKSteps = kD / 16;  // k16 steps of S = Q Kᵀ
+  constexpr int kNTiles = kD / 8;   // n8 tiles of O
+  constexpr int kOutCols = kD / 32;
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  Element* sQ = reinterpret_cast<Element*>(smem);                     // [kR][kStride]
+  Element* sKV = reinterpret_cast<Element*>(smem + Traits::kQBytes);  // [stage][K, V][kN][kStride]
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g8 = lane / 4, t4 = lane % 4;  // the accumulator layout: rows g8, g8 + 8; cols 2·t4
+  const int split = blockIdx.x;
+  const int g = blockIdx.y / p.row_chunks, chunk = blockIdx.y % p.row_chunks;
+  const int b = blockIdx.z;
+  const int row0 = chunk * kR;
+  const int rows = min(kR, p.group * p.q_len - row0);
+
+  const int cache_len = p.cache_lens[b];
+  const int kv_len = kv_len_of(p, cache_len);
+  const int n_tiles = (kv_len + kN - 1) / kN;
+  const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
+  const int t_begin = split * per_split, t_end = min(n_tiles, t_begin + per_split);
+  const int key_end = min(t_end * kN, kv_len);
+
+  const int64_t rows_all = int64_t{p.batch} * p.heads_q * p.q_len;
+  const int64_t part_row0 =
+      split * rows_all + (int64_t{b} * p.heads_q + int64_t{g} * p.group) * p.q_len + row0;
+
+  if (t_begin >= t_end) {  // an empty split: O_s = 0, L_s = −inf
+    for (int x = tid; x < rows * kD; x += Traits::kThreads) p.o_part[part_row0 * kD + x] = 0.f;
+    for (int r = tid; r < rows; r += Traits::kThreads) p.lse_part[part_row0 + r] = -INFINITY;
+    return;
+  }
+
+  const Element* k_cache = static_cast<const Element*>(p.k_cache);
+  const Element* v_cache = static_cast<const Element*>(p.v_cache);
+  const int64_t row_elems = int64_t{p.heads_kv} * kD;
+  const bool tile_in_page = !p.paged || p.page_size % kN == 0;
+  auto load_tile = [&](int tile, int stage) {  // as in the scalar candidate
+    Element* sK = sKV + (2 * stage) * kN * kStride;
+    Element* sV = sK + kN * kStride;
+    const int pos0 = tile * kN;
+    const int64_t first = tile_in_page ? cache_row(p, b, pos0) : -1;
+#pragma unroll
+    for (int x = tid; x < kN * kChunks; x += Traits::kThreads) {
+      const int key = x / kChunks, c = x % kChunks;
+      const int pos = pos0 + key;
+      int64_t row = -1;
+      if (pos < key_end)
+        row = tile_in_page ? (first < 0 ? -1 : first + key * row_elems) : cache_row(p, b, pos);
+      const bool ok = row >= 0;
+      const int64_t src = ok ? row + int64_t{g} * kD + c * 8 : 0;
+      cp_async_16(smem_u32(sK + key * kStride + c * 8), k_cache + src, ok);
+      cp_async_16(smem_u32(sV + key * kStride + c * 8), v_cache + src, ok);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kS - 1; ++s) {
+    if (t_begin + s < t_end) load_tile(t_begin + s, s);
+    cp_async_commit();
+  }
+
+  // The group's rows row0 … row0 + rows − 1 (row r: query head g · group + r / q_len, new
+  // token r % q_len) as Elements, rows past `rows` zero.
+  const Element* q = static_cast<const Element*>(p.q);
+  for (int x = tid; x < kR * kChunks; x += Traits::kThreads) {
+    const int r = x / kChunks, c = x % kChunks;
+    uint4 u = make_uint4(0, 0, 0, 0);
+    if (r < rows) {
+      const int hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
+      const int h = g * p.group + hg;
+      u = *reinterpret_cast<const uint4*>(q + ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kD +
+                                          c * 8);
+    }
+    *reinterpret_cast<uint4*>(sQ + r * kStride + c * 8) = u;
+  }
+  __syncthreads();
+  // Q's A fragments for every k step, held for the whole split (lane: row lane % 16, chunk
+  // lane / 16 of each step; step 07's layout).
+  uint32_t qa[kKSteps][4];
+  {
+    const uint32_t q_lane = smem_u32(sQ) + (lane % 16) * kRowBytes + (lane / 16) * 16;
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) ldmatrix_x4(qa[ks], q_lane + ks * 32);
+  }
+
+  // Rows g8 and g8 + 8 of this lane: the last key each may see (causal among the new tokens,
+  // bottom-right: new token i sees the cache and new tokens 0 … i).
+  int limit[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int i = (row0 + g8 + 8 * j) % p.q_len;
+    limit[j] = min(key_end, cache_len + i + 1);
+  }
+  const bool upper = rows > 8;  // rows 8 … 15 hold a row of the group (the same in the block)
+
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // ℓ: this lane's keys' share
+  float acc[kNTiles][4];
+#pragma unroll
+  for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.f;
+
+  // ldmatrix lanes (step 07): K as the B of S, two n8 tiles of keys per x4: key lane % 8 +
+  // 8 · (lane / 16), chunk (lane / 8) % 2; V transposed as the B of P V, two n8 tiles of
+  // dims per x4: key lane % 16, chunk lane / 16.
+  const uint32_t k_lane = (lane % 8 + 8 * (lane / 16)) * kRowBytes + ((lane / 8) % 2) * 16;
+  const uint32_t v_lane = (lane % 16) * kRowBytes + (lane / 16) * 16;
+  const uint32_t kv_base = smem_u32(sKV) + warp * kKeys * kRowBytes;
+
+  for (int t = t_begin; t < t_end; ++t) {
+    const int stage = (t - t_begin) % kS;
+    cp_async_wait<kS - 2>();
+    __syncthreads();
+    {
+      const int next = t + kS - 1;
+      if (next < t_end) load_tile(next, (stage + kS - 1) % kS);
+      cp_async_commit();
+    }
+    const uint32_t sK = kv_base + (2 * stage) * kN * kRowBytes;
+    const uint32_t sV = sK + kN * kRowBytes;
+    const int key0 = t * kN + warp * kKeys;
+
+    // S = Q Kᵀ: 16 rows × the warp's 16 keys (two n8 tiles), fp32.
+    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      uint32_t bk[4];
+      ldmatrix_x4(bk, sK + k_lane + ks * 32);
+      mma_m16n8k16<Element>(s[0], qa[ks], bk[0], bk[1]);
+      mma_m16n8k16<Element>(s[1], qa[ks], bk[2], bk[3]);
+    }
+
+    // Scale to log2 units, mask, online softmax for rows g8 (j = 0) and g8 + 8 (j = 1):
+    // s[nt][2j], s[nt][2j + 1] are keys key0 + 8 nt + 2 t4, + 1.
+    float alpha[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      alpha[j] = 1.f;
+      if (j == 1 && !upper) {  // a padding row: P = 0, O stays 0
+        s[0][2] = s[0][3] = s[1][2] = s[1][3] = 0.f;
+        break;
+      }
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = key0 + 8 * nt + 2 * t4 + e;
+          float& x = s[nt][2 * j + e];
+          x = key < limit[j] ? x * p.scale_log2 : -INFINITY;
+          mx = fmaxf(mx, x);
+        }
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[j], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // no NaN from −inf − (−inf)
+      alpha[j] = exp2f(m[j] - m_use);
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[nt][2 * j + e];
+          x = exp2f(x - m_use);
+          sum += x;
+        }
+      }
+      l[j] = l[j] * alpha[j] + sum;
+      m[j] = m_new;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt) {
+      acc[nt][0] *= alpha[0], acc[nt][1] *= alpha[0];
+      acc[nt][2] *= alpha[1], acc[nt][3] *= alpha[1];
+    }
+
+    // P as the A fragment of one k16 step (keys 2 t4, + 1 and 8 + 2 t4, + 1; rows g8, g8 + 8).
+    uint32_t pa[4];
+    pa[0] = pack_pair<Element>(s[0][0], s[0][1]);
+    pa[1] = pack_pair<Element>(s[0][2], s[0][3]);
+    pa[2] = pack_pair<Element>(s[1][0], s[1][1]);
+    pa[3] = pack_pair<Element>(s[1][2], s[1][3]);
+
+    // O += P V: 16 rows × d, two n8 tiles of dims per ldmatrix.trans.
+#pragma unroll
+    for (int dp = 0; dp < kNTiles / 2; ++dp) {
+      uint32_t bv[4];
+      ldmatrix_x4_trans(bv, sV + v_lane + dp * 32);
+      mma_m16n8k16<Element>(acc[2 * dp], pa, bv[0], bv[1]);
+      mma_m16n8k16<Element>(acc[2 * dp + 1], pa, bv[2], bv[3]);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp is done with the stages: they now hold the warps' partials
+
+  // Each warp's partial per row: O_w = O / ℓ_w and L_w, or L_w = −inf when the warp saw no key
+  // of the row. [warp][row][kD] and [warp][row] over the stages, as in the scalar candidate.
+  float* sO = reinterpret_cast<float*>(sKV);
+  float* sL = sO + kW * kR * kD;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int r = g8 + 8 * j;
+    float lsum = l[j];
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+    lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+    if (r >= rows) continue;
+    const bool empty = lsum == 0.f;
+    const float inv = empty ? 0.f : 1.f / lsum;
+    float* dst = sO + (warp * kR + r) * kD + 2 * t4;
+#pragma unroll
+    for (int nt = 0; nt < kNTiles; ++nt)
+      *reinterpret_cast<float2*>(dst + 8 * nt) =
+          make_float2(acc[nt][2 * j] * inv, acc[nt][2 * j + 1] * inv);
+    if (t4 == 0) sL[warp * kR + r] = empty ? -INFINITY : (m[j] + log2f(lsum)) * kLn2;
+  }
+  __syncthreads();
+
+  // The in-block merge of the kW warps' partials (combine_row), warp w merging rows w, w + kW, …
+  for (int r = warp; r < rows; r += kW) {
+    float out[kOutCols];
+    const float lse = combine_row<kD, float>(kW, sL + r, kR, sO + r * kD, int64_t{kR} * kD, out);
+    float* dst = p.o_part + (part_row0 + r) * kD + lane * kOutCols;
+    if constexpr (kOutCols == 2) {
+      *reinterpret_cast<float2*>(dst) = make_float2(out[0], out[1]);
+    } else {
+      *reinterpret_cast<float4*>(dst) = make_float4(out[0], out[1], out[2], out[3]);
+    }
+    if (lane == 0) p.lse_part[part_row0 + r] = lse;
+  }
+}
+
+}  // namespace fa::step12
