@@ -95,9 +95,23 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int64_t part_row0 =
       split * rows_all + (int64_t{b} * p.heads_q + int64_t{g} * p.group) * p.q_len + row0;
 
-  if (t_begin >= t_end) {  // an empty split: O_s = 0, L_s = −inf
-    for (int x = tid; x < rows * kD; x += Traits::kThreads) p.o_part[part_row0 * kD + x] = 0.f;
-    for (int r = tid; r < rows; r += Traits::kThreads) p.lse_part[part_row0 + r] = -INFINITY;
+  if (t_begin >= t_end) {  // an empty split: O_s = 0, L_s = −inf (with one split: O and L)
+    for (int x = tid; x < rows * kD; x += Traits::kThreads) {
+      if (p.num_splits > 1) {
+        p.o_part[part_row0 * kD + x] = 0.f;
+        continue;
+      }
+      const int r = x / kD, hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
+      static_cast<Element*>(p.o)[((int64_t{b} * p.q_len + i) * p.heads_q + g * p.group + hg) * kD +
+                                 x % kD] = Element(0.f);
+    }
+    for (int r = tid; r < rows; r += Traits::kThreads) {
+      const int hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
+      float* lse = p.num_splits > 1
+                       ? p.lse_part + part_row0 + r
+                       : p.lse + (int64_t{b} * p.heads_q + g * p.group + hg) * p.q_len + i;
+      *lse = -INFINITY;
+    }
     return;
   }
 
@@ -287,9 +301,20 @@ __global__ void __launch_bounds__(Traits::kThreads)
   __syncthreads();
 
   // The in-block merge of the kW warps' partials (combine_row), warp w merging rows w, w + kW, …
+  // With one split the block holds the row's whole answer: O (Element) and L go straight to
+  // the output and no combine kernel runs (launch_attend_combine_mma).
   for (int r = warp; r < rows; r += kW) {
     float out[kOutCols];
     const float lse = combine_row<kD, float>(kW, sL + r, kR, sO + r * kD, int64_t{kR} * kD, out);
+    if (p.num_splits == 1) {
+      const int hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
+      const int h = g * p.group + hg;
+      Element* o = static_cast<Element*>(p.o) +
+                   ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kD + lane * kOutCols;
+      store_cols<Element, kOutCols>(o, out);
+      if (lane == 0) p.lse[(int64_t{b} * p.heads_q + h) * p.q_len + i] = lse;
+      continue;
+    }
     float* dst = p.o_part + (part_row0 + r) * kD + lane * kOutCols;
     if constexpr (kOutCols == 2) {
       *reinterpret_cast<float2*>(dst) = make_float2(out[0], out[1]);
@@ -298,6 +323,103 @@ __global__ void __launch_bounds__(Traits::kThreads)
     }
     if (lane == 0) p.lse_part[part_row0 + r] = lse;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The candidate's combine kernel: one block of kCombineWarps warps per row, the warps sharing
+// the row's splits. The chapter's combine kernel gives each row one warp that walks the splits
+// one after the other, a load from L2 and its wait per split: at batch 1 (32 rows, 8 … 43
+// splits) its 32 warps took 8 … 27 µs under Nsight Compute, as long as the attention itself.
+// Here the splits' L go to shared memory first, each warp merges every kCombineWarps-th
+// split with its loads independent of each other, and the warps' sums are added in shared
+// memory. The same merge as combine_row (combine.cuh), written for many splits. It waits for
+// the attention kernel with griddepcontrol.wait: launched as its programmatic dependent, it
+// is scheduled while the attention's last blocks run, not after them.
+// ---------------------------------------------------------------------------------------------
+constexpr int kCombineWarps = 4;
+
+template <int kHeadDim, class Element>
+__global__ void __launch_bounds__(32 * kCombineWarps)
+    decode_combine_wide_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr int kCols = kHeadDim / 32;
+  __shared__ float sL[kMaxSplits];
+  __shared__ __align__(16) float sO[kCombineWarps][kHeadDim];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t rows_all = int64_t{p.batch} * p.heads_q * p.q_len;
+  const int64_t row = blockIdx.x;  // (b·H_q + h)·q_len + i
+  const int num = p.num_splits;
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the attention's partials are written
+
+  for (int s = threadIdx.x; s < num; s += 32 * kCombineWarps) sL[s] = p.lse_part[s * rows_all + row];
+  __syncthreads();
+  // L = log Σ_s exp(L_s), every warp alike (NaN in any L_s: O and L NaN; all empty: O = 0).
+  float big = -INFINITY;
+  bool nan = false;
+  for (int s = lane; s < num; s += 32) big = fmaxf(big, sL[s]), nan = nan || isnan(sL[s]);
+  big = warp_max(big);
+  nan = __any_sync(0xffffffffu, nan);
+  float sum = 0.f;
+  if (big != -INFINITY)
+    for (int s = lane; s < num; s += 32) sum += expf(sL[s] - big);
+  sum = warp_sum(sum);
+  const float lse = nan ? NAN : big == -INFINITY ? -INFINITY : big + logf(sum);
+
+  float acc[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) acc[c] = 0.f;
+  if (lse != -INFINITY) {
+#pragma unroll 4
+    for (int s = warp; s < num; s += kCombineWarps) {
+      const float w = nan ? NAN : expf(sL[s] - lse);
+      float x[kCols];  // read even for an empty split (w = 0, inside the workspace), not used
+      load_cols<float, kCols>(p.o_part + (s * rows_all + row) * kHeadDim + lane * kCols, x);
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) acc[c] += w == 0.f ? 0.f : w * x[c];
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) sO[warp][lane * kCols + c] = acc[c];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    acc[c] = 0.f;
+#pragma unroll
+    for (int w = 0; w < kCombineWarps; ++w) acc[c] += sO[w][lane * kCols + c];
+  }
+  const int i = static_cast<int>(row % p.q_len);
+  const int64_t bh = row / p.q_len;  // b·H_q + h
+  const int h = static_cast<int>(bh % p.heads_q), b = static_cast<int>(bh / p.heads_q);
+  Element* o = static_cast<Element*>(p.o) +
+               ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kHeadDim + lane * kCols;
+  store_cols<Element, kCols>(o, acc);
+  if (lane == 0) p.lse[row] = lse;
+}
+
+/// \brief Launches the tensor-core candidate's attention kernel `attend` (Traits' block and
+/// shared memory), then, with more than one split, the wide combine kernel as its programmatic
+/// dependent (cudaLaunchAttributeProgrammaticStreamSerialization).
+/// \param attend the kernel \param p the parameters \param stream the stream
+template <class Traits, class Element>
+void launch_attend_combine_mma(void (*attend)(DecodeParams), const DecodeParams& p,
+                               cudaStream_t stream) {
+  CUDA_CHECK(cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(Traits::kSmemBytes)));
+  const dim3 grid(p.num_splits, p.heads_kv * p.row_chunks, p.batch);
+  attend<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+  if (p.num_splits == 1) return;  // the attention wrote O and L
+
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(int64_t{p.batch} * p.heads_q * p.q_len));
+  config.blockDim = dim3(32 * kCombineWarps);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, decode_combine_wide_kernel<Traits::kHeadDim, Element>, p));
 }
 
 }  // namespace fa::step12

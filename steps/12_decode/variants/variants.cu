@@ -133,7 +133,11 @@ struct VariantKernels {
   template <int kHeadDim, class Element>
   static void launch(const DecodeParams& p, cudaStream_t stream) {
     if constexpr (kHeadDim == 128 && std::is_same_v<Element, __nv_bfloat16>) {
-      launch_attend_combine<Traits, Element>(attention(), p, stream);
+      if constexpr (kMma) {
+        launch_attend_combine_mma<Traits, Element>(attention(), p, stream);
+      } else {
+        launch_attend_combine<Traits, Element>(attention(), p, stream);
+      }
     } else {  // DecodeStepInfo::dtypes and head_dims refuse these before any launch
       throw std::invalid_argument("the variants of step 12 run bf16 with head_dim 128 only");
     }
