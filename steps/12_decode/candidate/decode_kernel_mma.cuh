@@ -23,7 +23,8 @@
 // The rows are the M dimension of the products, padded to 16 with zeros: at one row (MHA) 15
 // of 16 rows are wasted, which costs nothing that matters: at 4.5 TB/s, d = 128, the two
 // products are 16 × 4.5e12 / 512 · 2 · 128 · 2 ≈ 72 TFLOP/s of mma, a tenth of what
-// mma.sync can issue. P is rounded to Element before P V, as in step 07; ℓ sums it in fp32.
+// mma.sync can issue. P enters P V as two Elements, hi + lo (twice the P V products), so the
+// result does not depend on the split count beyond the order of fp32 sums; ℓ sums P in fp32.
 #pragma once
 
 #include "../decode_kernel.cuh"  // cache_row, kv_len_of, load helpers, the combine kernel
@@ -36,10 +37,13 @@ using step07::mma_m16n8k16;
 using step07::pack_pair;
 
 /// \brief The tensor-core candidate's configuration: kStages_ shared-memory stages, kWarps_
-/// warps, tiles of kBlockN_ keys (16 per warp: one k16 step of P V).
-template <int kHeadDim_, int kStages_ = 2, int kWarps_ = 4, int kBlockN_ = 64>
+/// warps, tiles of kBlockN_ keys (16 per warp: one k16 step of P V); kSplitP_: P V with P as
+/// the sum of two Elements (as exact as fp32 P), or P rounded once as in step 07.
+template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64,
+          bool kSplitP_ = true>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMaxRows = 16;  // one m16 tile of the products
@@ -259,12 +263,22 @@ __global__ void __launch_bounds__(Traits::kThreads)
       acc[nt][2] *= alpha[1], acc[nt][3] *= alpha[1];
     }
 
-    // P as the A fragment of one k16 step (keys 2 t4, + 1 and 8 + 2 t4, + 1; rows g8, g8 + 8).
-    uint32_t pa[4];
-    pa[0] = pack_pair<Element>(s[0][0], s[0][1]);
-    pa[1] = pack_pair<Element>(s[0][2], s[0][3]);
-    pa[2] = pack_pair<Element>(s[1][0], s[1][1]);
-    pa[3] = pack_pair<Element>(s[1][2], s[1][3]);
+    // P as the A fragment of one k16 step (keys 2 t4, + 1 and 8 + 2 t4, + 1; rows g8, g8 + 8),
+    // in two Elements when Traits::kSplitP: P = hi + lo, hi = P rounded, lo = P − hi rounded,
+    // so that P V carries P to 2⁻¹⁶ (bf16) instead of 2⁻⁸: one split then gives what many give
+    // up to the order of fp32 sums, as in the chapter's kernel (each split rounds P against its
+    // own max, so one P rounded once would differ between split counts by a rounding of P).
+    uint32_t pa[4], pl[4];
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      float(&v)[4] = s[x / 2];
+      const int e = 2 * (x % 2);
+      pa[x] = pack_pair<Element>(v[e], v[e + 1]);
+      if constexpr (Traits::kSplitP) {
+        const float2 hi = unpack_pair<Element>(pa[x]);
+        pl[x] = pack_pair<Element>(v[e] - hi.x, v[e + 1] - hi.y);
+      }
+    }
 
     // O += P V: 16 rows × d, two n8 tiles of dims per ldmatrix.trans.
 #pragma unroll
@@ -273,6 +287,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
       ldmatrix_x4_trans(bv, sV + v_lane + dp * 32);
       mma_m16n8k16<Element>(acc[2 * dp], pa, bv[0], bv[1]);
       mma_m16n8k16<Element>(acc[2 * dp + 1], pa, bv[2], bv[3]);
+      if constexpr (Traits::kSplitP) {
+        mma_m16n8k16<Element>(acc[2 * dp], pl, bv[0], bv[1]);
+        mma_m16n8k16<Element>(acc[2 * dp + 1], pl, bv[2], bv[3]);
+      }
     }
   }
   cp_async_wait<0>();
