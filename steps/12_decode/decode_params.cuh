@@ -61,8 +61,10 @@ struct DecodeTraits {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The candidate next version ("12_decode_v2", candidate/decode_kernel_v2.cuh), timed and tested
-// beside this step's kernel; not the chapter's lesson until the measurements say so.
+// The candidate next version, first design (candidate/decode_kernel_v2.cuh), registered as
+// "12_decode_v2" until measured; the name now runs the second design on the tensor cores
+// (candidate/decode_kernel_mma.cuh, with its own prediction there and in variants.cu). Neither
+// is the chapter's lesson until the measurements say so.
 //
 // The prediction, written before it runs. On the H200 (132 SMs, HBM read 4.53 TB/s measured)
 // 4.5 TB/s is 4.5e12 / 132 = 34 bytes per ns per SM. Little's law: bytes in flight per SM =
@@ -113,9 +115,9 @@ struct DecodeTraits {
 // "long scoreboard" vs "barrier" stall split.
 //
 // Its configuration is the template's: kStages_ shared-memory stages, kWarps_ warps, tiles of
-// kBlockN_ keys (every warp streams kBlockN_ / kWarps_ = 16 keys of each). The registered
-// candidate is DecodeTraitsV2<d> (3 stages, 4 warps, 64 keys); the other configurations are
-// timed beside it by bin/variants_12 (12_decode/variants/variants.cu, with their predictions).
+// kBlockN_ keys (every warp streams kBlockN_ / kWarps_ = 16 keys of each). The configuration
+// once registered is DecodeTraitsV2<d> (3 stages, 4 warps, 64 keys); it and the others are
+// timed by bin/variants_12 (12_decode/variants/variants.cu, with their predictions).
 // ---------------------------------------------------------------------------------------------
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64>
 struct DecodeTraitsV2 {

@@ -4,8 +4,9 @@
 // tile. Why: the scalar candidate is bound by instruction issue (docs/12-decode.md, "The next
 // kernel, measured"): ≈ 980 instructions per warp and 64-key tile at MHA, ≈ 1 720 at GQA 32/8.
 // Here a warp's 16 keys of a tile cost 2 · d/16 ldmatrix and 2 · d/8 mma whatever the rows
-// (≤ 16), ≈ 150 instructions with the softmax at d = 128: the kernel should be bound by the
-// bytes it reads, and GQA should cost what MHA costs.
+// (≤ 16; d/8 more mma for the two-part P, below), ≈ 190 instructions with the softmax and the
+// copies at d = 128 (variants/variants.cu counts them): the kernel should be bound by the bytes
+// it reads, and GQA should cost what MHA costs.
 //
 //   attention, grid (num_splits, H_kv · row chunks of 16, B), block kWarps · 32 threads:
 //     the group's rows (≤ 16, Element, zero-padded to 16) ──▶ sQ ──▶ A fragments, once
@@ -39,8 +40,7 @@ using step07::pack_pair;
 /// \brief The tensor-core candidate's configuration: kStages_ shared-memory stages, kWarps_
 /// warps, tiles of kBlockN_ keys (16 per warp: one k16 step of P V); kSplitP_: P V with P as
 /// the sum of two Elements (as exact as fp32 P), or P rounded once as in step 07.
-template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64,
-          bool kSplitP_ = true>
+template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -106,8 +106,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
         continue;
       }
       const int r = x / kD, hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
-      static_cast<Element*>(p.o)[((int64_t{b} * p.q_len + i) * p.heads_q + g * p.group + hg) * kD +
-                                 x % kD] = Element(0.f);
+      static_cast<Element*>(
+          p.o)[((int64_t{b} * p.q_len + i) * p.heads_q + g * p.group + hg) * kD + x % kD] =
+          Element(0.f);
     }
     for (int r = tid; r < rows; r += Traits::kThreads) {
       const int hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
@@ -327,8 +328,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
     if (p.num_splits == 1) {
       const int hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
       const int h = g * p.group + hg;
-      Element* o = static_cast<Element*>(p.o) +
-                   ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kD + lane * kOutCols;
+      Element* o = static_cast<Element*>(p.o) + ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kD +
+                   lane * kOutCols;
       store_cols<Element, kOutCols>(o, out);
       if (lane == 0) p.lse[(int64_t{b} * p.heads_q + h) * p.q_len + i] = lse;
       continue;
@@ -368,7 +369,8 @@ __global__ void __launch_bounds__(32 * kCombineWarps)
   const int num = p.num_splits;
   asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the attention's partials are written
 
-  for (int s = threadIdx.x; s < num; s += 32 * kCombineWarps) sL[s] = p.lse_part[s * rows_all + row];
+  for (int s = threadIdx.x; s < num; s += 32 * kCombineWarps)
+    sL[s] = p.lse_part[s * rows_all + row];
   __syncthreads();
   // L = log Σ_s exp(L_s), every warp alike (NaN in any L_s: O and L NaN; all empty: O = 0).
   float big = -INFINITY;

@@ -1,11 +1,13 @@
-// decode_kernel_v2.cuh — the candidate next version of step 12's split-KV attention kernel,
-// registered as the decoding step "12_decode_v2" beside "12_decode" (api_v2.cu), so that one run
-// of bin/bench_decode times both and the decoding GPU tests judge both. The combine kernel
-// and the append are the chapter's own; what changes is the attention kernel. Why, and what
-// it should reach, is in decode_params.cuh ("The candidate next version").
+// decode_kernel_v2.cuh — the first design of the candidate next version of step 12's split-KV
+// attention kernel, on the CUDA cores. It was registered as the decoding step "12_decode_v2"
+// until its measurement (docs/12-decode.md, "The next kernel, measured") called for the
+// tensor-core kernel that the name runs now (decode_kernel_mma.cuh); bin/variants_12 still
+// times it in several configurations (variants/variants.cu). The combine kernel and the append
+// are the chapter's own; what changes is the attention kernel. Why, and what it should reach,
+// is in decode_params.cuh ("The candidate next version").
 //
 //   attention, grid (num_splits, H_kv · row chunks of 8, B), block 32 · kWarps threads
-//   (the registered configuration, DecodeTraitsV2<d>: 4 warps, tiles of 64 keys, 3 stages):
+//   (the configuration once registered, DecodeTraitsV2<d>: 4 warps, tiles of 64 keys, 3 stages):
 //     Q rows of the group (≤ 8 per block, scaled, fp32) ──▶ sQ
 //     the split's tiles of kBlockN keys through kStages cp.async stages (kStages − 1 tiles in
 //     flight while one is computed; one block-table lookup per tile when page_size is a
@@ -249,15 +251,6 @@ __global__ void __launch_bounds__(Traits::kThreads)
     }
     if (lane == 0) p.lse_part[part_row0 + r] = lse;
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Host side: the candidate's attention, then the chapter's combine kernel
-// ---------------------------------------------------------------------------------------------
-template <int kHeadDim, class Element>
-void run_attend_combine_v2(const DecodeParams& p, cudaStream_t stream) {
-  using Traits = DecodeTraitsV2<kHeadDim>;
-  launch_attend_combine<Traits, Element>(decode_attention_v2_kernel<Traits, Element>, p, stream);
 }
 
 }  // namespace fa::step12

@@ -1,4 +1,4 @@
-// variants.cpp — bin/variants_12: step 12's candidate kernel in several configurations
+// variants.cpp — bin/variants_12: step 12's candidate kernels in several configurations
 // (variants.cu, where each one's prediction is written), each first checked against the
 // double reference on small awkward problems (the decoding tests' judge, tests/decode_gpu.h:
 // a configuration that fails is reported and not timed), then timed beside the registered

@@ -1,7 +1,10 @@
 // variants.cu — the configurations of step 12's candidate kernel that bin/variants_12 times
 // beside the registered "12_decode_v2", and what each should give, written before it runs.
+// The rows s3w4 … s3w8 were predicted while the first design (CUDA cores) was the registered
+// candidate: "the registered candidate" in their predictions is that kernel, today's row s3w4.
 //
-// What the registered candidate measured (docs/12-decode.md, "The next kernel, measured";
+// What the first design measured when it was the registered candidate (docs/12-decode.md,
+// "The next kernel, measured";
 // docs/results/h200-ncu-decode-v2.txt; B = 8, 16k keys, d = 128, bf16, pages of 64): it is
 // bound by instruction issue, not by HBM. 977 (MHA) and 1 724 (GQA 32/8) instructions per warp
 // and 64-key tile, 4 warps a tile: 3 908 and 6 896 instructions per 32 KiB of K and V, i.e.
@@ -199,7 +202,7 @@ DecodeVariant make(std::string change, std::string predicted) {
 }  // namespace
 
 std::vector<DecodeVariant> decode_variants() {
-  return {make<S3W4>("the registered configuration; the wave-aware split rule",
+  return {make<S3W4>("the first design as it was registered; the wave-aware split rule",
                      "the registered candidate's TB/s within noise"),
           make<S2W4>("2 stages: 3 blocks of 4 warps per SM",
                      "B=8: MHA >= 4.0 TB/s, GQA ~2.7; B=1 16k: MHA ~3.4, GQA ~1.35"),

@@ -1,6 +1,7 @@
-// variants.h — step 12's candidate kernel (candidate/decode_kernel_v2.cuh) in several
-// configurations of DecodeTraitsV2, for bin/variants_12 (variants.cpp): each is a decoding
-// step's DecodeStepInfo, run through fa::run_decode like a registered one, not registered.
+// variants.h — step 12's candidate kernels (candidate/decode_kernel_v2.cuh on the CUDA cores,
+// candidate/decode_kernel_mma.cuh on the tensor cores) in several configurations, for
+// bin/variants_12 (variants.cpp): each is a decoding step's DecodeStepInfo, run through
+// fa::run_decode like a registered one, not registered.
 #pragma once
 
 #include <cstddef>
