@@ -40,10 +40,15 @@ using step07::pack_pair;
 /// \brief The tensor-core candidate's configuration: kStages_ shared-memory stages, kWarps_
 /// warps, tiles of kBlockN_ keys (16 per warp: one k16 step of P V); kSplitP_: P V with P as
 /// the sum of two Elements (as exact as fp32 P), or P rounded once as in step 07.
-template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true>
+template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
+          bool kBulk_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
+  // The tiles' rows copied by the Hopper bulk-copy engine (cp.async.bulk, one instruction per
+  // row of K or V, completion counted on an mbarrier per stage) instead of cp.async's 16
+  // bytes per thread; sm_90 and newer, cp.async below.
+  static constexpr bool kBulk = kBulk_;
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMaxRows = 16;  // one m16 tile of the products
@@ -57,7 +62,8 @@ struct DecodeTraitsMma {
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks
   static constexpr std::size_t kQBytes = std::size_t{kMaxRows} * kRowBytes;
   static constexpr std::size_t kTileBytes = std::size_t{kBlockN} * kRowBytes;
-  static constexpr std::size_t kSmemBytes = kQBytes + 2 * kStages * kTileBytes;
+  static constexpr std::size_t kBarOffset = kQBytes + 2 * kStages * kTileBytes;  // 16-aligned
+  static constexpr std::size_t kSmemBytes = kBarOffset + (kBulk ? 8 * kStages : 0);
   // The warps' partials (O and L per warp and row) reuse the stages after the last tile.
   static constexpr std::size_t kMergeBytes = std::size_t{kWarps} * kMaxRows * (kHeadDim + 1) * 4;
   static_assert(kStages >= 2, "one tile in flight while one is computed, at the least");
@@ -65,6 +71,62 @@ struct DecodeTraitsMma {
   static_assert(kHeadDim % 16 == 0, "d in k16 steps");
   static_assert(kMergeBytes <= 2 * kStages * kTileBytes, "the merge fits in the stages");
 };
+
+// The bulk copy and its mbarrier (sm_90): what step 08's hopper.cuh does with a tensor map,
+// here for one contiguous row of K or V at a time, whatever the cache's layout or pages.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FA_DECODE_BULK 1
+#else
+#define FA_DECODE_BULK 0
+#endif
+__device__ __forceinline__ void bulk_mbar_init(uint32_t bar, int count) {
+#if FA_DECODE_BULK
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_fence_init() {
+#if FA_DECODE_BULK
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+/// \brief Orders this thread's generic-proxy writes to shared memory before later bulk copies.
+__device__ __forceinline__ void bulk_fence_proxy() {
+#if FA_DECODE_BULK
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_arrive(uint32_t bar, uint32_t bytes) {
+#if FA_DECODE_BULK
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+#endif
+}
+/// \brief `bytes` (a multiple of 16; both addresses 16-byte aligned) global → shared, the
+/// bytes completed on the mbarrier `bar`. One thread issues it.
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint32_t bar) {
+#if FA_DECODE_BULK
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_wait(uint32_t bar, uint32_t parity) {
+#if FA_DECODE_BULK
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.b32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
 
 template <class Traits, class Element>
 __global__ void __launch_bounds__(Traits::kThreads)
@@ -124,22 +186,53 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const Element* v_cache = static_cast<const Element*>(p.v_cache);
   const int64_t row_elems = int64_t{p.heads_kv} * kD;
   const bool tile_in_page = !p.paged || p.page_size % kN == 0;
+  constexpr bool kBulk = Traits::kBulk && FA_DECODE_BULK;
+  const uint32_t bars = smem_u32(smem + Traits::kBarOffset);  // kS mbarriers, 8 bytes each
+  if constexpr (kBulk) {  // each stage's barrier: one arrival per row of K and of V
+    if (tid == 0) {
+      for (int s = 0; s < kS; ++s) bulk_mbar_init(bars + 8 * s, 2 * kN);
+      bulk_fence_init();
+    }
+    __syncthreads();
+  }
   auto load_tile = [&](int tile, int stage) {  // as in the scalar candidate
     Element* sK = sKV + (2 * stage) * kN * kStride;
     Element* sV = sK + kN * kStride;
     const int pos0 = tile * kN;
     const int64_t first = tile_in_page ? cache_row(p, b, pos0) : -1;
+    if constexpr (kBulk) {  // a thread per row of K or V: one bulk copy, or zeros past the end
+      for (int x = tid; x < 2 * kN; x += Traits::kThreads) {
+        const int key = x % kN, pos = pos0 + key;
+        int64_t row = -1;
+        if (pos < key_end)
+          row = tile_in_page ? (first < 0 ? -1 : first + key * row_elems) : cache_row(p, b, pos);
+        Element* dst = (x < kN ? sK : sV) + key * kStride;
+        const uint32_t bar = bars + 8 * stage;
+        if (row >= 0) {
+          bulk_arrive(bar, kD * 2);
+          bulk_copy(smem_u32(dst), (x < kN ? k_cache : v_cache) + row + int64_t{g} * kD, kD * 2,
+                    bar);
+        } else {
 #pragma unroll
-    for (int x = tid; x < kN * kChunks; x += Traits::kThreads) {
-      const int key = x / kChunks, c = x % kChunks;
-      const int pos = pos0 + key;
-      int64_t row = -1;
-      if (pos < key_end)
-        row = tile_in_page ? (first < 0 ? -1 : first + key * row_elems) : cache_row(p, b, pos);
-      const bool ok = row >= 0;
-      const int64_t src = ok ? row + int64_t{g} * kD + c * 8 : 0;
-      cp_async_16(smem_u32(sK + key * kStride + c * 8), k_cache + src, ok);
-      cp_async_16(smem_u32(sV + key * kStride + c * 8), v_cache + src, ok);
+          for (int c = 0; c < kChunks; ++c)
+            *reinterpret_cast<uint4*>(dst + c * 8) = make_uint4(0, 0, 0, 0);
+          bulk_fence_proxy();  // before a later bulk copy writes this row again
+          bulk_arrive(bar, 0);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int x = tid; x < kN * kChunks; x += Traits::kThreads) {
+        const int key = x / kChunks, c = x % kChunks;
+        const int pos = pos0 + key;
+        int64_t row = -1;
+        if (pos < key_end)
+          row = tile_in_page ? (first < 0 ? -1 : first + key * row_elems) : cache_row(p, b, pos);
+        const bool ok = row >= 0;
+        const int64_t src = ok ? row + int64_t{g} * kD + c * 8 : 0;
+        cp_async_16(smem_u32(sK + key * kStride + c * 8), k_cache + src, ok);
+        cp_async_16(smem_u32(sV + key * kStride + c * 8), v_cache + src, ok);
+      }
     }
   };
 #pragma unroll
@@ -198,7 +291,11 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
   for (int t = t_begin; t < t_end; ++t) {
     const int stage = (t - t_begin) % kS;
-    cp_async_wait<kS - 2>();
+    if constexpr (kBulk) {
+      bulk_wait(bars + 8 * stage, ((t - t_begin) / kS) % 2);  // this stage's n-th use, n = …
+    } else {
+      cp_async_wait<kS - 2>();
+    }
     __syncthreads();
     {
       const int next = t + kS - 1;

@@ -58,6 +58,20 @@
 //          32/8 ≥ 4.0 (two row chunks of 16 no longer: one block per K/V head reads its tiles
 //          once); B = 1, 16k: MHA ≥ 3.4, GQA ≥ 2.0 (fixed costs: launch, prologue, combine).
 //   m3w4   3 stages, 108 KiB, 2 blocks per SM, 128 KiB in flight: m2w4's figures within 5%.
+// Measured (docs/results/h200-variants-12.md, 46a0462): m3w4 4.09 TB/s at B = 8, MHA, 16k,
+// 89% of the read bandwidth, where cuDNN reads 99%. Not the cache's layout: the same bytes as
+// one head per sequence (each head's rows contiguous) read the same, 4.04 against 4.05
+// (docs/results/h200-decode-layouts.txt). Nsight Compute (docs/results/h200-ncu-decode-mma.txt):
+// L2 throughput 88% of its peak for DRAM at 71.5% (ncu's locked clocks), 0.45 instructions per
+// scheduler and cycle, 55% of cycles with no eligible warp. The L2 sees one request per 16
+// bytes (cp.async, 2 048 per 32 KiB tile, each with its address arithmetic):
+//   m3w4b  m3w4 with every row of K and V (256 bytes) brought by one cp.async.bulk, issued by
+//          one thread per row (128 per tile), completed on a per-stage mbarrier: 16 times
+//          fewer L2 requests and copy instructions. Predicted: B = 8, 16k, at least 4.3 TB/s
+//          for MHA and GQA; B = 1 as m3w4 (fixed costs).
+//   m2w4b  the same at 2 stages (3 blocks per SM): m3w4b's figures within 5%.
+//   m4w4b  4 stages, 142 KiB: one block of 4 warps per SM, three tiles in flight: below
+//          m3w4b, the four warps alone cannot hide the softmax and the barrier.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -148,8 +162,8 @@ struct VariantKernels {
 };
 template <int kStages, int kWarps, int kBlockN>
 using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
-template <int kStages, int kWarps, int kBlockN, bool kSplitP = true>
-using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP>, true>;
+template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false>
+using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk>, true>;
 
 struct S3W4 : Scalar<3, 4, 64> {
   static constexpr const char* kName = "s3w4";
@@ -175,6 +189,18 @@ struct M2W4 : Mma<2, 4, 64> {
 struct M3W4 : Mma<3, 4, 64> {
   static constexpr const char* kName = "m3w4";
   static constexpr const char* kLesson = "tensor cores, 3 stages: 108 KiB, 2 blocks per SM";
+};
+struct M3W4B : Mma<3, 4, 64, true, true> {
+  static constexpr const char* kName = "m3w4b";
+  static constexpr const char* kLesson = "tensor cores, 3 stages, rows by bulk copy (sm_90)";
+};
+struct M2W4B : Mma<2, 4, 64, true, true> {
+  static constexpr const char* kName = "m2w4b";
+  static constexpr const char* kLesson = "tensor cores, 2 stages, rows by bulk copy (sm_90)";
+};
+struct M4W4B : Mma<4, 4, 64, true, true> {
+  static constexpr const char* kName = "m4w4b";
+  static constexpr const char* kLesson = "tensor cores, 4 stages, rows by bulk copy (sm_90)";
 };
 struct M3W4R : Mma<3, 4, 64, false> {
   static constexpr const char* kName = "m3w4r";
@@ -215,7 +241,13 @@ std::vector<DecodeVariant> decode_variants() {
           make<M3W4>("tensor cores (mma.sync) for S = Q K^T and O += P V; 3 stages",
                      "m2w4's figures within 5%"),
           make<M3W4R>("m3w4 with P rounded once to bf16 (half the P V products)",
-                      "m3w4's figures within 3%: the kernel is bound by bytes, not issue")};
+                      "m3w4's figures within 3%: the kernel is bound by bytes, not issue"),
+          make<M3W4B>("m3w4 with each row of K and V copied by cp.async.bulk",
+                      "B=8 16k: >= 4.3 TB/s MHA and GQA (L2 requests / 16, see above)"),
+          make<M2W4B>("m2w4 with each row of K and V copied by cp.async.bulk",
+                      "m3w4b's figures within 5%"),
+          make<M4W4B>("4 stages (142 KiB, 1 block per SM) by cp.async.bulk",
+                      "below m3w4b: 4 warps per SM cannot hide the softmax and barrier")};
 }
 
 }  // namespace fa::step12
