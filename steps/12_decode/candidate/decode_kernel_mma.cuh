@@ -41,7 +41,7 @@ using step07::pack_pair;
 /// warps, tiles of kBlockN_ keys (16 per warp: one k16 step of P V); kSplitP_: P V with P as
 /// the sum of two Elements (as exact as fp32 P), or P rounded once as in step 07.
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
-          bool kBulk_ = false>
+          bool kBulk_ = false, int kPrefetch_ = 0>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -49,6 +49,10 @@ struct DecodeTraitsMma {
   // row of K or V, completion counted on an mbarrier per stage) instead of cp.async's 16
   // bytes per thread; sm_90 and newer, cp.async below.
   static constexpr bool kBulk = kBulk_;
+  // The rows of the tile kPrefetch_ tiles past the last one in flight asked of L2 ahead of
+  // time (cp.async.bulk.prefetch.L2, a row per thread; sm_90), 0: none. More bytes on their
+  // way from HBM than the stages hold, at no cost in shared memory.
+  static constexpr int kPrefetch = kPrefetch_;
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMaxRows = 16;  // one m16 tile of the products
@@ -111,6 +115,12 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
           "r"(dst),
       "l"(src), "r"(bytes), "r"(bar)
       : "memory");
+#endif
+}
+/// \brief Asks L2 to fetch `bytes` (a multiple of 16) at `src` (16-byte aligned), no waiting.
+__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
+#if FA_DECODE_BULK
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 #endif
 }
 __device__ __forceinline__ void bulk_wait(uint32_t bar, uint32_t parity) {
@@ -235,11 +245,28 @@ __global__ void __launch_bounds__(Traits::kThreads)
       }
     }
   };
+  // The rows of tile `tile` into L2 (Traits::kPrefetch), a thread per row of K or V.
+  auto prefetch_tile = [&](int tile) {
+    if constexpr (Traits::kPrefetch > 0 && FA_DECODE_BULK) {
+      if (tile >= t_end) return;
+      const int pos0 = tile * kN;
+      const int64_t first = tile_in_page ? cache_row(p, b, pos0) : -1;
+      for (int x = tid; x < 2 * kN; x += Traits::kThreads) {
+        const int key = x % kN, pos = pos0 + key;
+        if (pos >= key_end) continue;
+        const int64_t row =
+            tile_in_page ? (first < 0 ? -1 : first + key * row_elems) : cache_row(p, b, pos);
+        if (row >= 0)
+          bulk_prefetch_l2((x < kN ? k_cache : v_cache) + row + int64_t{g} * kD, kD * 2);
+      }
+    }
+  };
 #pragma unroll
   for (int s = 0; s < kS - 1; ++s) {
     if (t_begin + s < t_end) load_tile(t_begin + s, s);
     cp_async_commit();
   }
+  for (int s = 0; s < Traits::kPrefetch; ++s) prefetch_tile(t_begin + kS - 1 + s);
 
   // The group's rows row0 … row0 + rows − 1 (row r: query head g · group + r / q_len, new
   // token r % q_len) as Elements, rows past `rows` zero.
@@ -301,6 +328,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
       const int next = t + kS - 1;
       if (next < t_end) load_tile(next, (stage + kS - 1) % kS);
       cp_async_commit();
+      prefetch_tile(next + Traits::kPrefetch);
     }
     const uint32_t sK = kv_base + (2 * stage) * kN * kRowBytes;
     const uint32_t sV = sK + kN * kRowBytes;

@@ -72,6 +72,17 @@
 //   m2w4b  the same at 2 stages (3 blocks per SM): m3w4b's figures within 5%.
 //   m4w4b  4 stages, 142 KiB: one block of 4 warps per SM, three tiles in flight: below
 //          m3w4b, the four warps alone cannot hide the softmax and the barrier.
+// Measured (docs/results/h200-variants-12-72df2a0.md): m3w4b 3.97 TB/s against m3w4's 4.06,
+// m2w4b 4.16, m4w4b 2.15 (B = 8, MHA, 16k): not the number of L2 requests, then. What is left
+// of the profile: 55% of the cycles with no eligible warp at 8 warps per SM, a block with one
+// or two tiles (32 or 64 KiB) on their way from HBM at any time, and a barrier per tile at
+// which they all wait for the slowest copy. More bytes on their way without more shared
+// memory: ask L2 for the rows of a tile further ahead (cp.async.bulk.prefetch.L2, a row per
+// thread), so that when its cp.async comes the rows are in L2 (a hit: ~0.6 µs less per tile):
+//   m3w4p1 the tile after the last in flight: 96 KiB per block on their way, 192 per SM.
+//          Predicted: B = 8, 16k: MHA >= 4.3 TB/s, GQA >= 4.1; B = 1 as m3w4 (fixed costs).
+//   m3w4p2 two tiles ahead: m3w4p1's figures within 3% (already enough in flight).
+//   m2w4p2 2 stages, 3 blocks per SM, two tiles ahead: m3w4p2's within 3%.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -162,8 +173,10 @@ struct VariantKernels {
 };
 template <int kStages, int kWarps, int kBlockN>
 using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
-template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false>
-using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk>, true>;
+template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
+          int kPrefetch = 0>
+using Mma =
+    VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch>, true>;
 
 struct S3W4 : Scalar<3, 4, 64> {
   static constexpr const char* kName = "s3w4";
@@ -201,6 +214,18 @@ struct M2W4B : Mma<2, 4, 64, true, true> {
 struct M4W4B : Mma<4, 4, 64, true, true> {
   static constexpr const char* kName = "m4w4b";
   static constexpr const char* kLesson = "tensor cores, 4 stages, rows by bulk copy (sm_90)";
+};
+struct M3W4P1 : Mma<3, 4, 64, true, false, 1> {
+  static constexpr const char* kName = "m3w4p1";
+  static constexpr const char* kLesson = "tensor cores, 3 stages, L2 prefetch 1 tile ahead";
+};
+struct M3W4P2 : Mma<3, 4, 64, true, false, 2> {
+  static constexpr const char* kName = "m3w4p2";
+  static constexpr const char* kLesson = "tensor cores, 3 stages, L2 prefetch 2 tiles ahead";
+};
+struct M2W4P2 : Mma<2, 4, 64, true, false, 2> {
+  static constexpr const char* kName = "m2w4p2";
+  static constexpr const char* kLesson = "tensor cores, 2 stages, L2 prefetch 2 tiles ahead";
 };
 struct M3W4R : Mma<3, 4, 64, false> {
   static constexpr const char* kName = "m3w4r";
@@ -247,7 +272,13 @@ std::vector<DecodeVariant> decode_variants() {
           make<M2W4B>("m2w4 with each row of K and V copied by cp.async.bulk",
                       "m3w4b's figures within 5%"),
           make<M4W4B>("4 stages (142 KiB, 1 block per SM) by cp.async.bulk",
-                      "below m3w4b: 4 warps per SM cannot hide the softmax and barrier")};
+                      "below m3w4b: 4 warps per SM cannot hide the softmax and barrier"),
+          make<M3W4P1>("m3w4 asking L2 for the tile after the last in flight",
+                       "B=8 16k: MHA >= 4.3 TB/s, GQA >= 4.1; B=1 as m3w4"),
+          make<M3W4P2>("m3w4 asking L2 two tiles past the last in flight",
+                       "m3w4p1's figures, within 3%"),
+          make<M2W4P2>("m2w4 asking L2 two tiles past the last in flight",
+                       "m3w4p2's figures, within 3%")};
 }
 
 }  // namespace fa::step12
