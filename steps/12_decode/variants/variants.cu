@@ -83,6 +83,9 @@
 //          Predicted: B = 8, 16k: MHA >= 4.3 TB/s, GQA >= 4.1; B = 1 as m3w4 (fixed costs).
 //   m3w4p2 two tiles ahead: m3w4p1's figures within 3% (already enough in flight).
 //   m2w4p2 2 stages, 3 blocks per SM, two tiles ahead: m3w4p2's within 3%.
+// Measured (docs/results/h200-variants-12-9ed0861.md): m3w4p1 2.80 TB/s, m3w4p2 2.81, m2w4p2
+// 3.37, against m3w4's 4.02 (B = 8, MHA, 16k): the prefetches cost far more than they hid.
+// The registered candidate stays m3w4 (cp.async, no prefetch).
 #include <cuda_bf16.h>
 
 #include <algorithm>
