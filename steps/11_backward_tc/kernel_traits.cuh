@@ -189,9 +189,14 @@ struct BwdParams {
 //   kHeavyFirst  the grid's x and y swapped: (B · H_kv, ⌈N_kv / kBlockN⌉), so that the first
 //                K/V tile of every head starts before any second one; causal, those see the
 //                most Q tiles, and the longest CTAs no longer run last (the grid's tail)
+//   kDqQuads     dQ's atomics four floats at a time (red.global.add.v4.f32, sm_90): half
+//                kDqPairs' atomic instructions, a quarter of the f32 ones, the same bytes. A
+//                lane holds 2 neighbouring dims of rows g and g + 8 (mma.cuh); one exchange
+//                (__shfl_xor_sync) with lane t ^ 1 gives each lane 4 neighbouring dims of one
+//                row (even t: row g, odd t: row g + 8). Instead of kDqPairs, not with it
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, int kMinBlocks_ = 1,
           bool kOneBarrier_ = false, bool kDqPairs_ = false, bool kStagger_ = false,
-          bool kHeavyFirst_ = false>
+          bool kHeavyFirst_ = false, bool kDqQuads_ = false>
 struct BwdTraits {
   using Element = Element_;                       // __nv_bfloat16 or __half
   static constexpr int kHeadDim = kHeadDim_;      // d
@@ -205,6 +210,7 @@ struct BwdTraits {
   static constexpr bool kDqPairs = kDqPairs_;
   static constexpr bool kStagger = kStagger_;
   static constexpr bool kHeavyFirst = kHeavyFirst_;
+  static constexpr bool kDqQuads = kDqQuads_;
   static constexpr int kDsBuffers = kOneBarrier ? 2 : 1;  // dSᵀ tiles: tile t's, t − 1's
 
   static constexpr int kNTilesS = kBlockM / 8;    // n8 tiles of a warp's Sᵀ (query rows)
@@ -244,6 +250,7 @@ struct BwdTraits {
   static_assert(kBlockM % (kNumThreads / kChunksPerRow) == 0, "Q tiles copy in whole passes");
   static_assert(kBlockM <= kNumThreads, "one thread per row copies L and D");
   static_assert((kDsRowBytes / 4) % 8 == 4, "dSᵀ rows start 16 bytes apart modulo 128");
+  static_assert(!(kDqPairs && kDqQuads), "dQ's atomics in pairs or in quads, not both");
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have (sm_90)");
 
   /// \brief Byte offset of chunk `chunk` (16 bytes, logical) of row `row` inside a K, V, Q or

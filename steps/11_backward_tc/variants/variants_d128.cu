@@ -10,7 +10,7 @@ namespace fa::step11 {
 
 void add_d128_variants(std::vector<Variant>& out) {
   using E = __nv_bfloat16;
-  //                            d    M    N  E  CTAs/SM  1 barrier  v2 dQ  stagger
+  //                            d    M    N  E  CTAs/SM  1 barrier  v2 dQ  stagger  heavy 1st  v4 dQ
   // r: the configuration first measured (kTunedBwd = false, kernel_traits.cuh): the baseline.
   out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, false, false, false>>(
       "r", "first measured (BwdConfig<128> with kTunedBwd = false)"));
@@ -49,6 +49,14 @@ void add_d128_variants(std::vector<Variant>& out) {
   // m64b1p2: the same with the v2 atomics. Predicted as m64b1, up to 5% better.
   out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, true, false>>(
       "m64b1p2", "64-row Q tiles + b1 + p2"));
+  // m64b1p4: the registered configuration (m64b1p2) with dQ's atomics four floats at a time
+  // (red.global.add.v4.f32), each lane's quad of one row after one exchange with its
+  // neighbour lane. p2 gained 17-19% by halving the atomic instructions; halving them again
+  // should buy less, since the L2 still does the same bytes and the exchange costs 2 shuffles
+  // per n8 tile. Predicted 2–8% faster than m64b1p2 at N >= 4096, 0–5% at N = 1024; if the
+  // exchange's registers push it past 255 (it is at 255 now) and it spills, slower.
+  out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, false, false, false, true>>(
+      "m64b1p4", "64-row Q tiles + b1 + dQ atomics four floats at a time (v4)"));
   // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
   // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
   // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO
