@@ -220,6 +220,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
   // d = 128, 128 at d = 64), where Sᵀ and dPᵀ alone hold 2 · kBlockM registers per lane and
   // the fragments of a second step in flight would spill.
   constexpr int kUnrollS = kBlockM * kHeadDim >= 8192 ? 1 : 2;
+  // kDqBulk: dQ added by bulk reductions from shared memory (sm_90 only; before it, and in the
+  // deterministic mode, the stores of the other switches).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kBulk = Traits::kDqBulk;
+#else
+  constexpr bool kBulk = false;
+#endif
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t s0 = smem_u32(smem);
@@ -531,7 +538,30 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
       }
       // The other K/V tiles' CTAs add to the same rows: fp32 atomics whose result is unused,
       // which the compiler emits as red.global.add.f32 (or this CTA's slab, deterministic).
-      if constexpr (Traits::kDqQuads) {
+      const bool bulk = kBulk && !p.deterministic;
+      if (bulk) {
+        // kDqBulk: the warp's 16 rows × kDqCols dims into its own staging area; lane r < 16
+        // then adds row r to dQ_acc with one bulk reduction. Before the stores, the lanes that
+        // issued the last tile's reductions wait until those have read the area.
+        const uint32_t s_dq = s0 + Traits::kOffDq + warp * Traits::kDqWarpBytes;
+        if (lane < 16) bulk_wait_read<0>();
+        __syncwarp();
+#pragma unroll
+        for (int nt = 0; nt < kNTilesDq; ++nt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh)
+            st_shared_f32x2(s_dq + (g + 8 * hh) * Traits::kDqRowBytes + 4 * (8 * nt + 2 * t),
+                            acc_dq[nt][2 * hh], acc_dq[nt][2 * hh + 1]);
+        fence_proxy_async_shared();  // this lane's stores, before the engine reads them
+        __syncwarp();
+        // Row dq_m + lane: 16-byte aligned at both ends (dq_acc as for add_dq4; kDqCols · 4
+        // bytes, a multiple of 64). Rows past N_q are not added.
+        if (lane < 16 && i0 + dq_m + lane < p.n_q) {
+          bulk_reduce_add_f32(dq_rows + (dq_m + lane) * kHeadDim + dq_c,
+                              s_dq + lane * Traits::kDqRowBytes, Traits::kDqCols * 4);
+          bulk_commit();
+        }
+      } else if constexpr (Traits::kDqQuads) {
         // Lanes t and t ^ 1 hold dims 8nt + 2t, +1 of rows g and g + 8. The even lane gives
         // its row g + 8 pair for the odd lane's row g pair: then the even lane holds dims
         // 8nt + 2t … +3 of row g, the odd one dims 8nt + 2(t − 1) … +3 of row g + 8. The
@@ -582,6 +612,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
       }
     }
   }
+
+  // kDqBulk: the CTA's shared memory must outlive the reductions that read it; and they are
+  // waited for to the end (global writes too) before the CTA is done.
+  if (kBulk && lane < 16) bulk_wait<0>();
 
   // ---- dK = scale · dK, dV: this CTA alone owns its keys (the group summed above) ----------
   // As step 07's O: through shared memory, so that every store to device memory is 16
