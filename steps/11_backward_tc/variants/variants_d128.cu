@@ -57,6 +57,11 @@ void add_d128_variants(std::vector<Variant>& out) {
   // exchange's registers push it past 255 (it is at 255 now) and it spills, slower.
   out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, false, false, false, true>>(
       "m64b1p4", "64-row Q tiles + b1 + dQ atomics four floats at a time (v4)"));
+  // b1p4: the 32-row fallback (b1p2, for a GPU with less than 183 KB of shared memory per
+  // block) with the v4 atomics, so that a change of both to kDqQuads is measured on each.
+  // Predicted as m64b1p4 against m64b1p2: 2–8% faster than b1p2 at N >= 4096.
+  out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, true, false, false, false, true>>(
+      "b1p4", "b1 + dQ atomics four floats at a time (v4)"));
   // m64b1p2b: the registered configuration with dQ added by the copy engine: each warp's
   // 16 × 64 part of the dQ tile stored to shared memory (fp32, 36 KB in all: 219 KB), then one
   // cp.reduce.async.bulk .add.f32 of 256 bytes per row, 16 per warp from one instruction
