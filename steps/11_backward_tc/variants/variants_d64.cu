@@ -10,7 +10,7 @@ namespace fa::step11 {
 
 void add_d64_variants(std::vector<Variant>& out) {
   using E = __nv_bfloat16;
-  //                            d    M    N  E  CTAs/SM  1 barrier  v2 dQ  stagger  heavy 1st  v4 dQ  bulk dQ
+  // BwdTraits<d, M, N, E, CTAs/SM, 1 barrier, v2 dQ, stagger, heavy first, v4 dQ, bulk dQ>
   // r: the configuration first measured (kTunedBwd = false, kernel_traits.cuh): the baseline.
   out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, false, false, false>>(
       "r", "first measured (BwdConfig<64> with kTunedBwd = false)"));
