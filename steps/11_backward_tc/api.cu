@@ -48,9 +48,9 @@
 //   d    tile (rows × keys)  warps  switches         smem      registers       stack (spills)
 //                                                                 non-causal /
 //                                                                 causal
-//   64   64 × 128            8      1 barrier, v4    119 KB    233 / 243       none
-//   128  64 × 128            8      1 barrier, v4    183 KB    255 / 253       none
-//   128  32 × 128 (fallback) 8      1 barrier, v4    126.5 KB  244 / 255       none
+//   64   64 × 128            8      1 barrier, v2    119 KB    236 / 245       none
+//   128  64 × 128            8      1 barrier, v2    183 KB    255 / 254       none
+//   128  32 × 128 (fallback) 8      1 barrier, v2    126.5 KB  245 / 255       none
 //
 // (kernel_traits.cuh, BwdConfig: the fallback runs where a block cannot have 183 KB of shared
 // memory, e.g. an A100; kTunedBwd = false gives back the configuration first measured, 64 × 128

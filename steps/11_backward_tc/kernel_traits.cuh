@@ -284,10 +284,9 @@ struct BwdTraits {
   }
 };
 
-/// \brief Which configuration the step runs. true (the step's): one barrier per Q tile and
-/// dQ's atomics four floats at a time at both d, and 64-row Q tiles at d = 128 (bin/variants_11's
-/// rows b1p4 and m64b1p4, and b1p4 at d = 128 for the fallback: the rows b1p2 and m64b1p2 it
-/// measured fastest, with kDqQuads for kDqPairs). false: the configuration chapter 11 builds
+/// \brief Which configuration the step runs. true (the step's): the one bin/variants_11
+/// measured fastest — one barrier per Q tile and dQ's atomics in pairs at both d, and 64-row
+/// Q tiles at d = 128 (its rows b1p2 and m64b1p2). false: the configuration chapter 11 builds
 /// first (64 × 128 at d = 64, 32 × 128 at d = 128, every switch off; bin/variants_11's row r,
 /// the baseline its table times the others against). Both pass the same tests.
 constexpr bool kTunedBwd = true;
@@ -299,21 +298,17 @@ template <int kHeadDim, class Element>
 struct BwdConfig;
 template <class Element>
 struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 119 KB smem (untuned 101 KB)
-  using Traits =
-      std::conditional_t<kTunedBwd,
-                         BwdTraits<64, 64, 128, Element, 1, true, false, false, false, true>,
-                         BwdTraits<64, 64, 128, Element>>;
+  using Traits = std::conditional_t<kTunedBwd, BwdTraits<64, 64, 128, Element, 1, true, true>,
+                                    BwdTraits<64, 64, 128, Element>>;
   using Fallback = Traits;
 };
 template <class Element>
 struct BwdConfig<128, Element> {  // 64 (untuned 32) rows × 128 keys, 8 warps: 183 KB smem
-  using Traits =
-      std::conditional_t<kTunedBwd,
-                         BwdTraits<128, 64, 128, Element, 1, true, false, false, false, true>,
-                         BwdTraits<128, 32, 128, Element>>;
+  using Traits = std::conditional_t<kTunedBwd, BwdTraits<128, 64, 128, Element, 1, true, true>,
+                                    BwdTraits<128, 32, 128, Element>>;
   // 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for an A100's 163 KB.
-  using Fallback = std::conditional_t<
-      kTunedBwd, BwdTraits<128, 32, 128, Element, 1, true, false, false, false, true>, Traits>;
+  using Fallback =
+      std::conditional_t<kTunedBwd, BwdTraits<128, 32, 128, Element, 1, true, true>, Traits>;
 };
 
 /// \brief The kernels' parameters for problem `prob` (api.cu).
