@@ -220,6 +220,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
   // d = 128, 128 at d = 64), where Sᵀ and dPᵀ alone hold 2 · kBlockM registers per lane and
   // the fragments of a second step in flight would spill.
   constexpr int kUnrollS = kBlockM * kHeadDim >= 8192 ? 1 : 2;
+  // kDqBulk: dQ added by bulk reductions from shared memory (sm_90 only; before it, and in the
+  // deterministic mode, the stores of the other switches).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kBulk = Traits::kDqBulk;
+#else
+  constexpr bool kBulk = false;
+#endif
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t s0 = smem_u32(smem);
@@ -493,6 +500,23 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
       add_dq(at + 1, v1);
 #endif
     };
+    // Four neighbouring floats, 16-byte aligned: dq_acc, the workspace's start, is (the
+    // convert kernel reads it as float4s; cudaMalloc gives 256 bytes), a slab and a row are
+    // whole multiples of d floats (d % 16 == 0), dq_c a multiple of 16 (kDqCols % 16 == 0) and
+    // the caller's 8 · nt + 4 · (t / 2) one of 4.
+    auto add_dq4 = [&](float* at, float4 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      if (p.deterministic)
+        *reinterpret_cast<float4*>(at) = v;
+      else  // no result: a reduction, never a returning atomic
+        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(at), "f"(v.x),
+                     "f"(v.y), "f"(v.z), "f"(v.w)
+                     : "memory");
+#else
+      add_dq2(at, v.x, v.y);
+      add_dq2(at + 2, v.z, v.w);
+#endif
+    };
     if (!exact) {
       // ---- dQ_acc += dS K: the warp's 16 rows × kDqCols dims ------------------------------
       float acc_dq[kNTilesDq][4];
@@ -514,20 +538,68 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
       }
       // The other K/V tiles' CTAs add to the same rows: fp32 atomics whose result is unused,
       // which the compiler emits as red.global.add.f32 (or this CTA's slab, deterministic).
+      const bool bulk = kBulk && !p.deterministic;
+      if (bulk) {
+        // kDqBulk: the warp's 16 rows × kDqCols dims into its own staging area; lane r < 16
+        // then adds row r to dQ_acc with one bulk reduction. Before the stores, the lanes that
+        // issued the last tile's reductions wait until those have read the area.
+        const uint32_t s_dq = s0 + Traits::kOffDq + warp * Traits::kDqWarpBytes;
+        if (lane < 16) bulk_wait_read<0>();
+        __syncwarp();
 #pragma unroll
-      for (int nt = 0; nt < kNTilesDq; ++nt)
+        for (int nt = 0; nt < kNTilesDq; ++nt)
 #pragma unroll
-        for (int k = 0; k < 4; k += 2) {
-          const int row = dq_m + g + 8 * (k / 2);
-          if (i0 + row >= p.n_q) continue;
-          float* at = dq_rows + row * kHeadDim + dq_c + 8 * nt + 2 * t;
-          if (Traits::kDqPairs) {
-            add_dq2(at, acc_dq[nt][k], acc_dq[nt][k + 1]);
-          } else {
-            add_dq(at, acc_dq[nt][k]);
-            add_dq(at + 1, acc_dq[nt][k + 1]);
-          }
+          for (int hh = 0; hh < 2; ++hh)
+            st_shared_f32x2(s_dq + (g + 8 * hh) * Traits::kDqRowBytes + 4 * (8 * nt + 2 * t),
+                            acc_dq[nt][2 * hh], acc_dq[nt][2 * hh + 1]);
+        fence_proxy_async_shared();  // this lane's stores, before the engine reads them
+        __syncwarp();
+        // Row dq_m + lane: 16-byte aligned at both ends (dq_acc as for add_dq4; kDqCols · 4
+        // bytes, a multiple of 64). Rows past N_q are not added.
+        if (lane < 16 && i0 + dq_m + lane < p.n_q) {
+          bulk_reduce_add_f32(dq_rows + (dq_m + lane) * kHeadDim + dq_c,
+                              s_dq + lane * Traits::kDqRowBytes, Traits::kDqCols * 4);
+          bulk_commit();
         }
+      } else if constexpr (Traits::kDqQuads) {
+        // Lanes t and t ^ 1 hold dims 8nt + 2t, +1 of rows g and g + 8. The even lane gives
+        // its row g + 8 pair for the odd lane's row g pair: then the even lane holds dims
+        // 8nt + 2t … +3 of row g, the odd one dims 8nt + 2(t − 1) … +3 of row g + 8. The
+        // exchange comes before the bounds check: every lane of the warp takes part.
+        // The lane's row and address are worked out here from %laneid (a volatile read the
+        // compiler cannot hoist): computed from `lane` they are kept live across the whole
+        // loop, and at d = 128 (255 registers) that spilled 28 bytes (ptxas, CUDA 13.0).
+        uint32_t ln;
+        asm volatile("mov.u32 %0, %%laneid;" : "=r"(ln));
+        const bool odd = ln & 1;
+        const int row = dq_m + ln / 4 + 8 * odd;
+        float* at = dq_rows + row * kHeadDim + dq_c + 4 * ((ln % 4) / 2);
+#pragma unroll
+        for (int nt = 0; nt < kNTilesDq; ++nt) {
+          const float give0 = odd ? acc_dq[nt][0] : acc_dq[nt][2];
+          const float give1 = odd ? acc_dq[nt][1] : acc_dq[nt][3];
+          const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1);
+          const float got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+          const float4 v = odd ? make_float4(got0, got1, acc_dq[nt][2], acc_dq[nt][3])
+                               : make_float4(acc_dq[nt][0], acc_dq[nt][1], got0, got1);
+          if (i0 + row < p.n_q) add_dq4(at + 8 * nt, v);
+        }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < kNTilesDq; ++nt)
+#pragma unroll
+          for (int k = 0; k < 4; k += 2) {
+            const int row = dq_m + g + 8 * (k / 2);
+            if (i0 + row >= p.n_q) continue;
+            float* at = dq_rows + row * kHeadDim + dq_c + 8 * nt + 2 * t;
+            if (Traits::kDqPairs) {
+              add_dq2(at, acc_dq[nt][k], acc_dq[nt][k + 1]);
+            } else {
+              add_dq(at, acc_dq[nt][k]);
+              add_dq(at + 1, acc_dq[nt][k + 1]);
+            }
+          }
+      }
     } else {
       const int ds_offset = static_cast<int>(sDs - s0);
       exact_update(acc_dv, Traits::kOffP, sdOs);
@@ -540,6 +612,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
       }
     }
   }
+
+  // kDqBulk: the CTA's shared memory must outlive the reductions that read it; and they are
+  // waited for to the end (global writes too) before the CTA is done.
+  if (kBulk && lane < 16) bulk_wait<0>();
 
   // ---- dK = scale · dK, dV: this CTA alone owns its keys (the group summed above) ----------
   // As step 07's O: through shared memory, so that every store to device memory is 16

@@ -189,9 +189,24 @@ struct BwdParams {
 //   kHeavyFirst  the grid's x and y swapped: (B · H_kv, ⌈N_kv / kBlockN⌉), so that the first
 //                K/V tile of every head starts before any second one; causal, those see the
 //                most Q tiles, and the longest CTAs no longer run last (the grid's tail)
+//   kDqQuads     dQ's atomics four floats at a time (red.global.add.v4.f32, sm_90): half
+//                kDqPairs' atomic instructions, a quarter of the f32 ones, the same bytes. A
+//                lane holds 2 neighbouring dims of rows g and g + 8 (mma.cuh); one exchange
+//                (__shfl_xor_sync) with lane t ^ 1 gives each lane 4 neighbouring dims of one
+//                row (even t: row g, odd t: row g + 8). Instead of kDqPairs, not with it
+//   kDqBulk      dQ added by the copy engine (sm_90): each warp stores its 16 rows × kDqCols
+//                of dQ (fp32) into a shared-memory area of its own (rows padded by 32 bytes:
+//                the stores conflict-free), and lanes 0–15 each add one row to dQ_acc with
+//                one cp.reduce.async.bulk .add.f32 (kDqCols · 4 bytes; rows past N_q not
+//                added). Per warp and Q tile 16 bulk operations from one instruction instead
+//                of 2 · kNTilesDq reductions of 32 lanes (v2, 16 at d = 128), at the price of
+//                16 · (kDqCols + 8) · 4 bytes of shared memory per warp (+20 KB at
+//                d = 64, +36 KB at d = 128 with 64-row tiles) and its bytes written and read
+//                again. The deterministic mode keeps the plain stores (of kDqPairs or
+//                kDqQuads, if set), and so does a GPU before sm_90
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, int kMinBlocks_ = 1,
           bool kOneBarrier_ = false, bool kDqPairs_ = false, bool kStagger_ = false,
-          bool kHeavyFirst_ = false>
+          bool kHeavyFirst_ = false, bool kDqQuads_ = false, bool kDqBulk_ = false>
 struct BwdTraits {
   using Element = Element_;                       // __nv_bfloat16 or __half
   static constexpr int kHeadDim = kHeadDim_;      // d
@@ -205,6 +220,8 @@ struct BwdTraits {
   static constexpr bool kDqPairs = kDqPairs_;
   static constexpr bool kStagger = kStagger_;
   static constexpr bool kHeavyFirst = kHeavyFirst_;
+  static constexpr bool kDqQuads = kDqQuads_;
+  static constexpr bool kDqBulk = kDqBulk_;
   static constexpr int kDsBuffers = kOneBarrier ? 2 : 1;  // dSᵀ tiles: tile t's, t − 1's
 
   static constexpr int kNTilesS = kBlockM / 8;    // n8 tiles of a warp's Sᵀ (query rows)
@@ -233,7 +250,12 @@ struct BwdTraits {
   static constexpr int kOffP = kOffDs + kDsBuffers * kDsBytes;  // Pᵀ, the same: exact path only
   static constexpr int kOffL = kOffP + kDsBytes;                // [kStages][kBlockM] fp32
   static constexpr int kOffD = kOffL + kStages * kRowVecBytes;  // [kStages][kBlockM] fp32
-  static constexpr int kSmemBytes = kOffD + kStages * kRowVecBytes;
+  // kDqBulk: [kNumWarps][16][kDqCols + 8] fp32, each warp's part of the dQ tile (16-byte
+  // aligned rows, as the bulk reduction's source must be)
+  static constexpr int kDqRowBytes = (kDqCols + 8) * 4;
+  static constexpr int kOffDq = kOffD + kStages * kRowVecBytes;
+  static constexpr int kDqWarpBytes = 16 * kDqRowBytes;
+  static constexpr int kSmemBytes = kOffDq + (kDqBulk ? kNumWarps * kDqWarpBytes : 0);
 
   static_assert(sizeof(Element) == 2, "16-bit elements only");
   static_assert(kBlockN % 16 == 0 && kBlockM % 16 == 0 && kHeadDim % 16 == 0, "whole mma tiles");
@@ -244,6 +266,11 @@ struct BwdTraits {
   static_assert(kBlockM % (kNumThreads / kChunksPerRow) == 0, "Q tiles copy in whole passes");
   static_assert(kBlockM <= kNumThreads, "one thread per row copies L and D");
   static_assert((kDsRowBytes / 4) % 8 == 4, "dSᵀ rows start 16 bytes apart modulo 128");
+  static_assert(!(kDqPairs && kDqQuads), "dQ's atomics in pairs or in quads, not both");
+  static_assert(!kDqBulk || (kOffDq % 16 == 0 && kDqRowBytes % 16 == 0),
+                "bulk reductions read 16-byte aligned rows");
+  static_assert(!kDqBulk || (kDqRowBytes / 4) % 32 == 8,
+                "dQ staging rows 32 bytes apart modulo 128: stores without bank conflicts");
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have (sm_90)");
 
   /// \brief Byte offset of chunk `chunk` (16 bytes, logical) of row `row` inside a K, V, Q or

@@ -215,4 +215,62 @@ __device__ __forceinline__ void cp_async_4(uint32_t smem_addr, const void* gmem,
                : "memory");
 }
 
+// ---------------------------------------------------------------------------------------------
+// Bulk reductions shared → global (sm_90, kDqBulk): the copy engine adds a contiguous run of
+// fp32 values from shared memory to global memory, in the async proxy
+// ---------------------------------------------------------------------------------------------
+
+// TUTORIAL: the thread names a source in shared memory, a destination in global memory and a
+// size (a multiple of 16 bytes, both addresses 16-byte aligned), and walks on; the engine reads
+// the shared memory later. So: the generic-proxy stores that filled the source are made
+// visible to the async proxy first (fence.proxy.async.shared::cta by each thread that stored,
+// then a barrier or __syncwarp), and the source is not written again before the thread that
+// issued the reduction has seen it read (commit_group, then wait_group.read).
+// Compiled for an older GPU these functions are empty: the kernel calls them only where
+// __CUDA_ARCH__ >= 900 (kBulk in flash_bwd_kernel.cuh), and an unoptimised (-G) build for
+// sm_80 still emits the code of a branch that cannot be taken, which ptxas would refuse.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define FA_STEP11_BULK_ASM(...)
+#else
+#define FA_STEP11_BULK_ASM(...) asm volatile(__VA_ARGS__)
+#endif
+
+/// \brief Orders this thread's earlier shared-memory stores before later async-proxy reads.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  FA_STEP11_BULK_ASM("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/// \brief gmem[0 … bytes/4) += the fp32 values at smem_addr, by the copy engine (red.add per
+/// element, as atomics). bytes: a multiple of 16; both addresses 16-byte aligned.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* gmem, uint32_t smem_addr, int bytes) {
+  FA_STEP11_BULK_ASM(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gmem),
+      "r"(smem_addr), "r"(bytes)
+      : "memory");
+}
+
+/// \brief Closes the group of bulk operations issued by this thread since the last commit.
+__device__ __forceinline__ void bulk_commit() {
+  FA_STEP11_BULK_ASM("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+/// \brief Waits until at most kPending of this thread's bulk groups are still reading their
+/// shared-memory sources (their writes to global memory may still be under way).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+  FA_STEP11_BULK_ASM("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+
+/// \brief Waits until at most kPending of this thread's bulk groups are in flight at all.
+template <int kPending>
+__device__ __forceinline__ void bulk_wait() {
+  FA_STEP11_BULK_ASM("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+#undef FA_STEP11_BULK_ASM
+
+/// \brief Two fp32 values → shared memory in one 8-byte store (8-byte aligned address).
+__device__ __forceinline__ void st_shared_f32x2(uint32_t smem_addr, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem_addr), "f"(a), "f"(b) : "memory");
+}
+
 }  // namespace fa::step11

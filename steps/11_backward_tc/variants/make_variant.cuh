@@ -28,7 +28,10 @@ Variant make_variant(std::string name, std::string change) {
   v.config = std::to_string(T::kBlockM) + "×" + std::to_string(T::kBlockN) + ", " +
              std::to_string(T::kNumWarps) + " warps, " + std::to_string(T::kMinBlocks) +
              " CTA/SM, " + (T::kOneBarrier ? "1 barrier" : "2 barriers") + "/tile, dQ " +
-             (T::kDqPairs ? "v2 atomics" : "f32 atomics") +
+             (T::kDqBulk ? "bulk adds, deterministic: " : "") +
+             (T::kDqQuads   ? "v4 atomics"
+              : T::kDqPairs ? "v2 atomics"
+                            : "f32 atomics") +
              (T::kStagger ? ", staggered tiles" : ", tiles in order") +
              (T::kHeavyFirst ? ", grid (B·H, keys)" : "");
   v.head_dim = T::kHeadDim;

@@ -10,7 +10,7 @@ namespace fa::step11 {
 
 void add_d128_variants(std::vector<Variant>& out) {
   using E = __nv_bfloat16;
-  //                            d    M    N  E  CTAs/SM  1 barrier  v2 dQ  stagger
+  // BwdTraits<d, M, N, E, CTAs/SM, 1 barrier, v2 dQ, stagger, heavy first, v4 dQ, bulk dQ>
   // r: the configuration first measured (kTunedBwd = false, kernel_traits.cuh): the baseline.
   out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, false, false, false>>(
       "r", "first measured (BwdConfig<128> with kTunedBwd = false)"));
@@ -49,6 +49,29 @@ void add_d128_variants(std::vector<Variant>& out) {
   // m64b1p2: the same with the v2 atomics. Predicted as m64b1, up to 5% better.
   out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, true, false>>(
       "m64b1p2", "64-row Q tiles + b1 + p2"));
+  // m64b1p4: the registered configuration (m64b1p2) with dQ's atomics four floats at a time
+  // (red.global.add.v4.f32), each lane's quad of one row after one exchange with its
+  // neighbour lane. p2 gained 17-19% by halving the atomic instructions; halving them again
+  // should buy less, since the L2 still does the same bytes and the exchange costs 2 shuffles
+  // per n8 tile. Predicted 2–8% faster than m64b1p2 at N >= 4096, 0–5% at N = 1024; if the
+  // exchange's registers push it past 255 (it is at 255 now) and it spills, slower.
+  out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, false, false, false, true>>(
+      "m64b1p4", "64-row Q tiles + b1 + dQ atomics four floats at a time (v4)"));
+  // b1p4: the 32-row fallback (b1p2, for a GPU with less than 183 KB of shared memory per
+  // block) with the v4 atomics, so that a change of both to kDqQuads is measured on each.
+  // Predicted as m64b1p4 against m64b1p2: 2–8% faster than b1p2 at N >= 4096.
+  out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, true, false, false, false, true>>(
+      "b1p4", "b1 + dQ atomics four floats at a time (v4)"));
+  // m64b1p2b: the registered configuration with dQ added by the copy engine: each warp's
+  // 16 × 64 part of the dQ tile stored to shared memory (fp32, 36 KB in all: 219 KB), then one
+  // cp.reduce.async.bulk .add.f32 of 256 bytes per row, 16 per warp from one instruction
+  // (the deterministic mode keeps p2's stores). The issue cost of the atomics goes, but each
+  // warp writes 4 KB more to shared memory and the engine reads it back: ~15% more
+  // shared-memory traffic per Q tile on a kernel that shared memory already limits, and the
+  // engine's rate for 256-byte reductions is unknown here. Predicted −5% to +10% against
+  // m64b1p2 at N >= 4096, the same spread at N = 1024.
+  out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, true, false, false, false, true>>(
+      "m64b1p2b", "64-row Q tiles + b1 + dQ by bulk reductions from shared memory"));
   // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
   // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
   // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO

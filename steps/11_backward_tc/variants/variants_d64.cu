@@ -10,7 +10,7 @@ namespace fa::step11 {
 
 void add_d64_variants(std::vector<Variant>& out) {
   using E = __nv_bfloat16;
-  //                            d    M    N  E  CTAs/SM  1 barrier  v2 dQ  stagger
+  // BwdTraits<d, M, N, E, CTAs/SM, 1 barrier, v2 dQ, stagger, heavy first, v4 dQ, bulk dQ>
   // r: the configuration first measured (kTunedBwd = false, kernel_traits.cuh): the baseline.
   out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, false, false, false>>(
       "r", "first measured (BwdConfig<64> with kTunedBwd = false)"));
@@ -44,6 +44,18 @@ void add_d64_variants(std::vector<Variant>& out) {
   // candidate. Predicted 0–10% faster than b1p2 if the spill stays off the inner loops.
   out.push_back(make_variant<BwdTraits<64, 128, 128, E, 1, true, true, false>>(
       "m128b1p2", "128-row Q tiles + b1 + p2 (spills 32 B)"));
+  // b1p4: the registered configuration (b1p2) with dQ's atomics four floats at a time
+  // (red.global.add.v4.f32) after one exchange between neighbour lanes. Predicted 2–8% faster
+  // than b1p2 at N >= 4096 (half its atomic instructions, the same bytes), 0–5% at N = 1024.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, true, false, false, false, true>>(
+      "b1p4", "b1 + dQ atomics four floats at a time (v4)"));
+  // b1p2b: the registered configuration with dQ added by the copy engine (each warp's 16 × 32
+  // part of the tile through 20 KB of shared memory, one 128-byte bulk reduction per row; the
+  // deterministic mode keeps p2's stores). Predicted −5% to +10% against b1p2, as m64b1p2b
+  // at d = 128: fewer issued instructions against more shared-memory traffic, and 128-byte
+  // reductions are the engine's smallest useful size.
+  out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, true, true, false, false, false, true>>(
+      "b1p2b", "b1 + dQ by bulk reductions from shared memory"));
   // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
   // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
   // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO
