@@ -18,8 +18,10 @@
 //       O += P V        P's accumulators are the A fragment of one k16 step: d/8 mma
 //                       (V by ldmatrix.trans)
 //     end of split: each warp's (O_w / ℓ_w, L_w) ──▶ shared memory, merged by combine_row()
-//     as in the scalar candidate, O_s and L_s ──▶ the workspace; the combine kernel is the
-//     chapter's.
+//     as in the scalar candidate, O_s and L_s ──▶ the workspace, or, with one split, O and L
+//     straight to the output
+//   combine (more than one split), decode_combine_wide_kernel below: a block of 4 warps per
+//   row, launched as the attention's programmatic dependent
 //
 // The rows are the M dimension of the products, padded to 16 with zeros: at one row (MHA) 15
 // of 16 rows are wasted, which costs nothing that matters: at 4.5 TB/s, d = 128, the two
@@ -39,7 +41,7 @@ using step07::pack_pair;
 
 /// \brief The tensor-core candidate's configuration: kStages_ shared-memory stages, kWarps_
 /// warps, tiles of kBlockN_ keys (16 per warp: one k16 step of P V); kSplitP_: P V with P as
-/// the sum of two Elements (as exact as fp32 P), or P rounded once as in step 07.
+/// the sum of two Elements (16 bits of P at bf16, 22 at fp16), or P rounded once as in step 07.
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
           bool kBulk_ = false, int kPrefetch_ = 0>
 struct DecodeTraitsMma {
@@ -472,13 +474,15 @@ __global__ void __launch_bounds__(Traits::kThreads)
 // ---------------------------------------------------------------------------------------------
 // The candidate's combine kernel: one block of kCombineWarps warps per row, the warps sharing
 // the row's splits. The chapter's combine kernel gives each row one warp that walks the splits
-// one after the other, a load from L2 and its wait per split: at batch 1 (32 rows, 8 … 43
-// splits) its 32 warps took 8 … 27 µs under Nsight Compute, as long as the attention itself.
+// one after the other, a load from L2 and its wait per split: at batch 1 (32 rows) its 32
+// warps took 8 µs over 8 splits (MHA) and 20 … 27 µs over 32 … 43 (GQA 32/8) under Nsight
+// Compute (docs/results/h200-ncu-decode-combine.txt), at GQA as long as the attention itself.
 // Here the splits' L go to shared memory first, each warp merges every kCombineWarps-th
 // split with its loads independent of each other, and the warps' sums are added in shared
 // memory. The same merge as combine_row (combine.cuh), written for many splits. It waits for
-// the attention kernel with griddepcontrol.wait: launched as its programmatic dependent, it
-// is scheduled while the attention's last blocks run, not after them.
+// the attention kernel with griddepcontrol.wait: launched as its programmatic dependent, its
+// launch is prepared while the attention runs (the attention does not signal early, so its
+// blocks start once the attention's last block has exited).
 // ---------------------------------------------------------------------------------------------
 constexpr int kCombineWarps = 4;
 
