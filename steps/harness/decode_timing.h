@@ -20,8 +20,11 @@ namespace fa::bench {
 
 /// \brief The shapes the decoding programs time, set by add_decode_shape_options().
 struct DecodeShapeOptions {
-  std::vector<int> batches, caches, heads_kv, page_sizes;
-  int heads_q = 32;
+  std::vector<int> batches;     ///< batch sizes B
+  std::vector<int> caches;      ///< cache lengths N (keys each sequence attends to)
+  std::vector<int> heads_kv;    ///< K/V heads H_kv
+  std::vector<int> page_sizes;  ///< page sizes of the paged cache (contiguous is always timed)
+  int heads_q = 32;             ///< query heads H_q
 };
 
 /// \brief How they time them, set by add_decode_run_options().
@@ -60,8 +63,16 @@ double cache_bytes(const DecodeProblem& p);
 /// \brief The device tensors of one problem, made once and shared by every row timed on it.
 /// Random N(0, 1), never zeros.
 struct DecodeInputs {
-  DecodeProblem p;
-  DeviceBuffer q, k_new, v_new, k_cache, v_cache, lens, table, o, lse;
+  DecodeProblem p;       ///< the problem the tensors are made for
+  DeviceBuffer q;        ///< Q [B, q_len, H_q, d]
+  DeviceBuffer k_new;    ///< the step's new K rows [B, q_len, H_kv, d]
+  DeviceBuffer v_new;    ///< the step's new V rows
+  DeviceBuffer k_cache;  ///< the K cache, contiguous or the pool of pages
+  DeviceBuffer v_cache;  ///< the V cache, the same layout
+  DeviceBuffer lens;     ///< cached lengths [B] (int)
+  DeviceBuffer table;    ///< the block table [B, max_pages] (int; empty when contiguous)
+  DeviceBuffer o;        ///< O [B, q_len, H_q, d]
+  DeviceBuffer lse;      ///< L [B, H_q, q_len] (fp32)
   /// \brief Allocates and fills the tensors of `prob`. \param prob the problem
   explicit DecodeInputs(const DecodeProblem& prob);
   /// \return the device pointers (block_table null for a contiguous cache)
