@@ -30,7 +30,7 @@
 // result does not depend on the split count beyond the order of fp32 sums; ℓ sums P in fp32.
 #pragma once
 
-#include "../decode_kernel.cuh"  // cache_row, kv_len_of, load helpers, the combine kernel
+#include "split_tiles.cuh"  // the split's tiles and their copies; the chapter's helpers
 
 namespace fa::step12 {
 
@@ -162,12 +162,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int row0 = chunk * kR;
   const int rows = min(kR, p.group * p.q_len - row0);
 
-  const int cache_len = p.cache_lens[b];
-  const int kv_len = kv_len_of(p, cache_len);
-  const int n_tiles = (kv_len + kN - 1) / kN;
-  const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
-  const int t_begin = split * per_split, t_end = min(n_tiles, t_begin + per_split);
-  const int key_end = min(t_end * kN, kv_len);
+  const SplitTiles st = split_tiles<kN>(p, b, split);  // as in the CUDA-core candidate
+  const int cache_len = st.cache_len, t_begin = st.t_begin, t_end = st.t_end;
+  const int key_end = st.key_end;
 
   const int64_t rows_all = int64_t{p.batch} * p.heads_q * p.q_len;
   const int64_t part_row0 =
@@ -207,12 +204,14 @@ __global__ void __launch_bounds__(Traits::kThreads)
     }
     __syncthreads();
   }
-  auto load_tile = [&](int tile, int stage) {  // as in the scalar candidate
+  // Tile `tile` into stage `stage`: cp.async as the CUDA-core candidate (split_tiles.cuh), or
+  // with Traits::kBulk a bulk copy per row.
+  auto load_tile = [&](int tile, int stage) {
     Element* sK = sKV + (2 * stage) * kN * kStride;
     Element* sV = sK + kN * kStride;
-    const int pos0 = tile * kN;
-    const int64_t first = tile_in_page ? cache_row(p, b, pos0) : -1;
     if constexpr (kBulk) {  // a thread per row of K or V: one bulk copy, or zeros past the end
+      const int pos0 = tile * kN;
+      const int64_t first = tile_in_page ? cache_row(p, b, pos0) : -1;
       for (int x = tid; x < 2 * kN; x += Traits::kThreads) {
         const int key = x % kN, pos = pos0 + key;
         int64_t row = -1;
@@ -233,18 +232,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
         }
       }
     } else {
-#pragma unroll
-      for (int x = tid; x < kN * kChunks; x += Traits::kThreads) {
-        const int key = x / kChunks, c = x % kChunks;
-        const int pos = pos0 + key;
-        int64_t row = -1;
-        if (pos < key_end)
-          row = tile_in_page ? (first < 0 ? -1 : first + key * row_elems) : cache_row(p, b, pos);
-        const bool ok = row >= 0;
-        const int64_t src = ok ? row + int64_t{g} * kD + c * 8 : 0;
-        cp_async_16(smem_u32(sK + key * kStride + c * 8), k_cache + src, ok);
-        cp_async_16(smem_u32(sV + key * kStride + c * 8), v_cache + src, ok);
-      }
+      load_tile_async<kD, kN, kStride, Traits::kThreads>(p, b, g, tile, key_end, sK, sV);
     }
   };
   // The rows of tile `tile` into L2 (Traits::kPrefetch), a thread per row of K or V.

@@ -25,7 +25,7 @@
 // per SM); no spills. The other configurations' counts: bin/variants_12's table.
 #pragma once
 
-#include "../decode_kernel.cuh"  // cache_row, kv_len_of, the combine kernel, the cp.async helpers
+#include "split_tiles.cuh"  // the split's tiles and their copies; the chapter's helpers
 
 namespace fa::step12 {
 
@@ -66,12 +66,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int rows = min(kR, p.group * p.q_len - row0);
 
   // The split's tiles: the same rule as the chapter's kernel (⌈tiles / num_splits⌉ each).
-  const int cache_len = p.cache_lens[b];
-  const int kv_len = kv_len_of(p, cache_len);
-  const int n_tiles = (kv_len + kN - 1) / kN;
-  const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
-  const int t_begin = split * per_split, t_end = min(n_tiles, t_begin + per_split);
-  const int key_end = min(t_end * kN, kv_len);
+  const SplitTiles st = split_tiles<kN>(p, b, split);
+  const int cache_len = st.cache_len, t_begin = st.t_begin, t_end = st.t_end;
+  const int key_end = st.key_end;
 
   const int64_t rows_all = int64_t{p.batch} * p.heads_q * p.q_len;
   const int64_t part_row0 =
@@ -83,32 +80,11 @@ __global__ void __launch_bounds__(Traits::kThreads)
     return;
   }
 
-  const Element* k_cache = static_cast<const Element*>(p.k_cache);
-  const Element* v_cache = static_cast<const Element*>(p.v_cache);
-  const int64_t row_elems = int64_t{p.heads_kv} * kD;
-  // A tile lies in one page when the page size is a multiple of the tile (tiles start at
-  // multiples of kN): then its rows follow its first row, one block-table lookup per tile.
-  const bool tile_in_page = !p.paged || p.page_size % kN == 0;
-  // Tile `tile` into stage `stage`: thread tid copies chunks tid, tid + kThreads, … (16 bytes
-  // each).
-  // Keys at or past key_end are zero-filled, as in the chapter's kernel.
+  // Tile `tile` into stage `stage` (split_tiles.cuh).
   auto load_tile = [&](int tile, int stage) {
     Element* sK = sKV + (2 * stage) * kN * kStride;
-    Element* sV = sK + kN * kStride;
-    const int pos0 = tile * kN;
-    const int64_t first = tile_in_page ? cache_row(p, b, pos0) : -1;
-#pragma unroll
-    for (int x = tid; x < kN * kChunks; x += Traits::kThreads) {
-      const int key = x / kChunks, c = x % kChunks;
-      const int pos = pos0 + key;
-      int64_t row = -1;
-      if (pos < key_end)
-        row = tile_in_page ? (first < 0 ? -1 : first + key * row_elems) : cache_row(p, b, pos);
-      const bool ok = row >= 0;
-      const int64_t src = ok ? row + int64_t{g} * kD + c * 8 : 0;
-      cp_async_16(smem_u32(sK + key * kStride + c * 8), k_cache + src, ok);
-      cp_async_16(smem_u32(sV + key * kStride + c * 8), v_cache + src, ok);
-    }
+    load_tile_async<kD, kN, kStride, Traits::kThreads>(p, b, g, tile, key_end, sK,
+                                                       sK + kN * kStride);
   };
   // The prologue: tiles t_begin … t_begin + kS − 2 in flight (one group each, maybe empty).
 #pragma unroll

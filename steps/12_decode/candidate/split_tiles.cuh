@@ -1,0 +1,61 @@
+// split_tiles.cuh — what step 12's two candidate kernels (decode_kernel_v2.cuh on the CUDA
+// cores, decode_kernel_mma.cuh on the tensor cores) share: a split's run of tiles, and the copy
+// of one tile of K and V into shared memory with cp.async.
+#pragma once
+
+#include "../decode_kernel.cuh"  // cache_row, kv_len_of, the cp.async helpers
+
+namespace fa::step12 {
+
+/// \brief A block's part of sequence b's keys: tiles [t_begin, t_end) of kN keys (the chapter's
+/// rule, ⌈tiles / num_splits⌉ each), keys at or past key_end not attended to.
+struct SplitTiles {
+  int cache_len;  ///< keys cached before the step
+  int t_begin;    ///< the split's first tile
+  int t_end;      ///< one past its last (t_begin >= t_end: an empty split)
+  int key_end;    ///< one past its last key
+};
+
+template <int kN>
+__device__ __forceinline__ SplitTiles split_tiles(const DecodeParams& p, int b, int split) {
+  SplitTiles s;
+  s.cache_len = p.cache_lens[b];
+  const int kv_len = kv_len_of(p, s.cache_len);
+  const int n_tiles = (kv_len + kN - 1) / kN;
+  const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
+  s.t_begin = split * per_split;
+  s.t_end = min(n_tiles, s.t_begin + per_split);
+  s.key_end = min(s.t_end * kN, kv_len);
+  return s;
+}
+
+/// \brief Tile `tile` of K/V head g of sequence b into sK and sV ([kN][kStride] Elements each):
+/// thread threadIdx.x copies chunks threadIdx.x, + kThreads, … (16 bytes each, cp.async). Keys
+/// at or past key_end, and rows the cache does not hold, are zero-filled, as in the chapter's
+/// kernel. A tile lies in one page when the page size is a multiple of kN (tiles start at
+/// multiples of kN): then its rows follow its first row, one block-table lookup per tile.
+template <int kD, int kN, int kStride, int kThreads, class Element>
+__device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, int g, int tile,
+                                                int key_end, Element* sK, Element* sV) {
+  constexpr int kChunks = kD / 8;
+  const Element* k_cache = static_cast<const Element*>(p.k_cache);
+  const Element* v_cache = static_cast<const Element*>(p.v_cache);
+  const int64_t row_elems = int64_t{p.heads_kv} * kD;
+  const bool tile_in_page = !p.paged || p.page_size % kN == 0;
+  const int pos0 = tile * kN;
+  const int64_t first = tile_in_page ? cache_row(p, b, pos0) : -1;
+#pragma unroll
+  for (int x = threadIdx.x; x < kN * kChunks; x += kThreads) {
+    const int key = x / kChunks, c = x % kChunks;
+    const int pos = pos0 + key;
+    int64_t row = -1;
+    if (pos < key_end)
+      row = tile_in_page ? (first < 0 ? -1 : first + key * row_elems) : cache_row(p, b, pos);
+    const bool ok = row >= 0;
+    const int64_t src = ok ? row + int64_t{g} * kD + c * 8 : 0;
+    cp_async_16(smem_u32(sK + key * kStride + c * 8), k_cache + src, ok);
+    cp_async_16(smem_u32(sV + key * kStride + c * 8), v_cache + src, ok);
+  }
+}
+
+}  // namespace fa::step12
