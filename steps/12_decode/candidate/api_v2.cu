@@ -17,7 +17,7 @@ struct CandidateKernels {
   static constexpr const char* kName = "12_decode_v2";
   static constexpr const char* kLesson =
       "decoding, candidate kernel: S = Q K^T and O += P V on tensor cores, every warp its own "
-      "keys, three cp.async stages, one page lookup per tile, a combine kernel per row";
+      "keys, three cp.async stages, one page lookup per tile, a combine block per row";
   static constexpr bool kCandidate = true;
   template <int kHeadDim>
   using Traits = DecodeTraitsMma<kHeadDim, 3, 4, 64>;

@@ -4,9 +4,10 @@
 // tile. Why: the scalar candidate is bound by instruction issue (docs/12-decode.md, "The next
 // kernel, measured"): ≈ 980 instructions per warp and 64-key tile at MHA, ≈ 1 720 at GQA 32/8.
 // Here a warp's 16 keys of a tile cost 2 · d/16 ldmatrix and 2 · d/8 mma whatever the rows
-// (≤ 16; d/8 more mma for the two-part P, below), ≈ 190 instructions with the softmax and the
-// copies at d = 128 (variants/variants.cu counts them): the kernel should be bound by the bytes
-// it reads, and GQA should cost what MHA costs.
+// (≤ 16; d/8 more mma for the two-part P, below): counted ≈ 190 instructions with the softmax
+// and the copies at d = 128 (variants/variants.cu), measured ≈ 740 (Nsight Compute,
+// docs/results/h200-ncu-decode-mma.txt; docs/12-decode.md, "The count, measured"), the same
+// whatever the rows, so GQA costs what MHA costs.
 //
 //   attention, grid (num_splits, H_kv · row chunks of 16, B), block kWarps · 32 threads:
 //     the group's rows (≤ 16, Element, zero-padded to 16) ──▶ sQ ──▶ A fragments, once
@@ -309,7 +310,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   for (int t = t_begin; t < t_end; ++t) {
     const int stage = (t - t_begin) % kS;
     if constexpr (kBulk) {
-      bulk_wait(bars + 8 * stage, ((t - t_begin) / kS) % 2);  // this stage's n-th use, n = …
+      bulk_wait(bars + 8 * stage, ((t - t_begin) / kS) % 2);  // the stage's use number, mod 2
     } else {
       cp_async_wait<kS - 2>();
     }
@@ -484,7 +485,10 @@ __global__ void __launch_bounds__(32 * kCombineWarps)
   const int64_t rows_all = int64_t{p.batch} * p.heads_q * p.q_len;
   const int64_t row = blockIdx.x;  // (b·H_q + h)·q_len + i
   const int num = p.num_splits;
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the attention's partials are written
+#if FA_DECODE_BULK  // sm_90: wait for the attention's partials (before sm_90 the stream's order
+                    // does)
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 
   for (int s = threadIdx.x; s < num; s += 32 * kCombineWarps)
     sL[s] = p.lse_part[s * rows_all + row];
@@ -555,7 +559,11 @@ void launch_attend_combine_mma(void (*attend)(DecodeParams), const DecodeParams&
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
-  config.numAttrs = 1;
+  // Programmatic dependent launch needs compute capability 9.0; before it, plain stream order.
+  int device = 0, major = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  config.numAttrs = major >= 9 ? 1 : 0;
   CUDA_CHECK(cudaLaunchKernelEx(&config, decode_combine_wide_kernel<Traits::kHeadDim, Element>, p));
 }
 

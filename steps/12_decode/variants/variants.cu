@@ -48,16 +48,17 @@
 // 144 per thread) or a QK loop of 4 lanes per key (8 warps over 64 keys): not built here.
 //
 // The tensor-core kernel (candidate/decode_kernel_mma.cuh), 4 warps over 64-key tiles, 150
-// registers, no spills. Per warp and tile at d = 128: 16 ldmatrix + 32 mma + ≈ 60 for the
+// registers, no spills. Per warp and tile at d = 128 (P rounded once; the two-part P adds 16
+// mma): 16 ldmatrix + 32 mma + ≈ 60 for the
 // softmax and the rescale of O (64 FMUL) + 16 cp.async with ≈ 40 addressing + ≈ 20 loop and
 // barrier ≈ 190, whatever the rows (≤ 16): ≈ 760 per 32 KiB, 43 bytes per instruction
 // (8.4 and 4.75 for the scalar kernel): 17.3 bytes per cycle and SM need 0.1 instructions
 // per scheduler and cycle. No longer bound by issue but by the bytes:
-//   m2w4   2 stages, 74 KiB, 3 blocks per SM (150 registers: 3 × 19 456 of 65 536): 96 KiB in
+//   m2w4   2 stages, 72 KiB, 3 blocks per SM (150 registers: 3 × 19 456 of 65 536): 96 KiB in
 //          flight, as s2w4. B = 8, 16k: MHA ≥ 4.2 TB/s (≥ 93% of the read bandwidth), GQA
 //          32/8 ≥ 4.0 (two row chunks of 16 no longer: one block per K/V head reads its tiles
 //          once); B = 1, 16k: MHA ≥ 3.4, GQA ≥ 2.0 (fixed costs: launch, prologue, combine).
-//   m3w4   3 stages, 108 KiB, 2 blocks per SM, 128 KiB in flight: m2w4's figures within 5%.
+//   m3w4   3 stages, 106 KiB, 2 blocks per SM, 128 KiB in flight: m2w4's figures within 5%.
 // Measured (docs/results/h200-variants-12.md, 46a0462): m3w4 4.09 TB/s at B = 8, MHA, 16k,
 // 89% of the read bandwidth, where cuDNN reads 99%. Not the cache's layout: the same bytes as
 // one head per sequence (each head's rows contiguous) read the same, 4.04 against 4.05
@@ -70,7 +71,7 @@
 //          fewer L2 requests and copy instructions. Predicted: B = 8, 16k, at least 4.3 TB/s
 //          for MHA and GQA; B = 1 as m3w4 (fixed costs).
 //   m2w4b  the same at 2 stages (3 blocks per SM): m3w4b's figures within 5%.
-//   m4w4b  4 stages, 142 KiB: one block of 4 warps per SM, three tiles in flight: below
+//   m4w4b  4 stages, 140 KiB: one block of 4 warps per SM, three tiles in flight: below
 //          m3w4b, the four warps alone cannot hide the softmax and the barrier.
 // Measured (docs/results/h200-variants-12-72df2a0.md): m3w4b 3.97 TB/s against m3w4's 4.06,
 // m2w4b 4.16, m4w4b 2.15 (B = 8, MHA, 16k): not the number of L2 requests, then. What is left
@@ -200,11 +201,11 @@ struct S3W8 : Scalar<3, 8, 128> {
 
 struct M2W4 : Mma<2, 4, 64> {
   static constexpr const char* kName = "m2w4";
-  static constexpr const char* kLesson = "tensor cores, 2 stages: 74 KiB, 3 blocks per SM";
+  static constexpr const char* kLesson = "tensor cores, 2 stages: 72 KiB, 3 blocks per SM";
 };
 struct M3W4 : Mma<3, 4, 64> {
   static constexpr const char* kName = "m3w4";
-  static constexpr const char* kLesson = "tensor cores, 3 stages: 108 KiB, 2 blocks per SM";
+  static constexpr const char* kLesson = "tensor cores, 3 stages: 106 KiB, 2 blocks per SM";
 };
 struct M3W4B : Mma<3, 4, 64, true, true> {
   static constexpr const char* kName = "m3w4b";
@@ -274,7 +275,7 @@ std::vector<DecodeVariant> decode_variants() {
                       "B=8 16k: >= 4.3 TB/s MHA and GQA (L2 requests / 16, see above)"),
           make<M2W4B>("m2w4 with each row of K and V copied by cp.async.bulk",
                       "m3w4b's figures within 5%"),
-          make<M4W4B>("4 stages (142 KiB, 1 block per SM) by cp.async.bulk",
+          make<M4W4B>("4 stages (140 KiB, 1 block per SM) by cp.async.bulk",
                       "below m3w4b: 4 warps per SM cannot hide the softmax and barrier"),
           make<M3W4P1>("m3w4 asking L2 for the tile after the last in flight",
                        "B=8 16k: MHA >= 4.3 TB/s, GQA >= 4.1; B=1 as m3w4"),
