@@ -159,4 +159,40 @@ void DeviceBackward::download(std::vector<float>* dq, std::vector<float>* dk,
   download_as(p_.dtype, dv_.get(), nkv, dv->data());
 }
 
+DecodeBuffers::DecodeBuffers(const DecodeProblem& p) {
+  const std::size_t es = dtype_size(p.dtype);
+  q = DeviceBuffer(p.q_elems() * es);
+  k_new = DeviceBuffer(p.new_kv_elems() * es);
+  v_new = DeviceBuffer(p.new_kv_elems() * es);
+  k_cache = DeviceBuffer(p.cache_elems() * es);
+  v_cache = DeviceBuffer(p.cache_elems() * es);
+  lens = DeviceBuffer(p.cache_lens.size() * sizeof(int));
+  table = DeviceBuffer(p.block_table.size() * sizeof(int));
+  o = DeviceBuffer(p.q_elems() * es);
+  lse = DeviceBuffer(p.lse_elems() * sizeof(float));
+  CUDA_CHECK(cudaMemcpy(lens.get(), p.cache_lens.data(), lens.bytes(), cudaMemcpyHostToDevice));
+  if (table.bytes() > 0)
+    CUDA_CHECK(
+        cudaMemcpy(table.get(), p.block_table.data(), table.bytes(), cudaMemcpyHostToDevice));
+}
+
+DecodeTensors DecodeBuffers::tensors() const {
+  DecodeTensors t;
+  t.q = q.get();
+  t.k_new = k_new.get();
+  t.v_new = v_new.get();
+  t.k_cache = k_cache.get();
+  t.v_cache = v_cache.get();
+  t.cache_lens = lens.as<int>();
+  t.block_table = table.bytes() > 0 ? table.as<int>() : nullptr;
+  t.o = o.get();
+  t.lse = lse.as<float>();
+  return t;
+}
+
+void DecodeBuffers::poison() {
+  CUDA_CHECK(cudaMemset(o.get(), 0xFF, o.bytes()));
+  CUDA_CHECK(cudaMemset(lse.get(), 0xFF, lse.bytes()));
+}
+
 }  // namespace fa

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "common/decode.h"
+#include "common/decode_registry.h"
 #include "common/device_buffer.h"
 #include "common/inputs.h"
 #include "common/problem.h"
@@ -68,5 +70,29 @@ void upload_as(DType t, const float* src, std::size_t n, void* dst);
 /// \param t the device type \param src device memory \param n the count
 /// \param dst n floats on the host
 void download_as(DType t, const void* src, std::size_t n, float* dst);
+
+/// \brief Device buffers of one decoding step (decode.h): Q, the step's new K and V rows, both
+/// caches (contiguous or the pool of pages), O and L, allocated for `p`'s sizes, with the cached
+/// lengths and the block table uploaded. Filling Q, the rows and the caches is the caller's
+/// (random inputs in the decoding benchmark, a case's values in the decoding tests).
+struct DecodeBuffers {
+  DeviceBuffer q;        ///< Q [B, q_len, H_q, d]
+  DeviceBuffer k_new;    ///< the step's new K rows [B, q_len, H_kv, d]
+  DeviceBuffer v_new;    ///< the step's new V rows
+  DeviceBuffer k_cache;  ///< the K cache, contiguous or the pool of pages
+  DeviceBuffer v_cache;  ///< the V cache, the same layout
+  DeviceBuffer lens;     ///< cached lengths [B] (int)
+  DeviceBuffer table;    ///< the block table [B, max_pages] (int; empty when contiguous)
+  DeviceBuffer o;        ///< O [B, q_len, H_q, d]
+  DeviceBuffer lse;      ///< L [B, H_q, q_len] (fp32)
+  /// \brief Allocates the buffers of `p` and uploads its lengths and block table.
+  /// \param p the problem
+  explicit DecodeBuffers(const DecodeProblem& p);
+  /// \return the device pointers (block_table null for a contiguous cache)
+  DecodeTensors tensors() const;
+  /// \brief O and L all ones in every bit (NaN in each dtype), so that an element a call leaves
+  /// unwritten is seen.
+  void poison();
+};
 
 }  // namespace fa

@@ -20,47 +20,17 @@
 namespace fa::test {
 
 /// \brief The device copies of a case: inputs, cache, O and L (poisoned), the tables.
-struct DecodeDevice {
-  DeviceBuffer q, k_new, v_new, k_cache, v_cache, lens, table, o, lse;
+struct DecodeDevice : DecodeBuffers {
   /// \brief Uploads c; O and L are filled with NaN (all bits set: NaN in every dtype).
   /// \param c the case
-  explicit DecodeDevice(const DecodeCase& c) {
+  explicit DecodeDevice(const DecodeCase& c) : DecodeBuffers(c.p) {
     const DecodeProblem& p = c.p;
-    const std::size_t es = dtype_size(p.dtype);
-    q = DeviceBuffer(p.q_elems() * es);
-    k_new = DeviceBuffer(p.new_kv_elems() * es);
-    v_new = DeviceBuffer(p.new_kv_elems() * es);
-    k_cache = DeviceBuffer(p.cache_elems() * es);
-    v_cache = DeviceBuffer(p.cache_elems() * es);
-    lens = DeviceBuffer(p.cache_lens.size() * sizeof(int));
-    table = DeviceBuffer(p.block_table.size() * sizeof(int));
-    o = DeviceBuffer(p.q_elems() * es);
-    lse = DeviceBuffer(p.lse_elems() * sizeof(float));
     upload_as(p.dtype, c.q.data(), c.q.size(), q.get());
     upload_as(p.dtype, c.k_new.data(), c.k_new.size(), k_new.get());
     upload_as(p.dtype, c.v_new.data(), c.v_new.size(), v_new.get());
     upload_as(p.dtype, c.before.k.data(), c.before.k.size(), k_cache.get());
     upload_as(p.dtype, c.before.v.data(), c.before.v.size(), v_cache.get());
-    CUDA_CHECK(cudaMemcpy(lens.get(), p.cache_lens.data(), lens.bytes(), cudaMemcpyHostToDevice));
-    if (table.bytes() > 0)
-      CUDA_CHECK(
-          cudaMemcpy(table.get(), p.block_table.data(), table.bytes(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemset(o.get(), 0xFF, o.bytes()));
-    CUDA_CHECK(cudaMemset(lse.get(), 0xFF, lse.bytes()));
-  }
-  /// \return the device pointers (block_table null for a contiguous cache)
-  DecodeTensors tensors() const {
-    DecodeTensors t;
-    t.q = q.get();
-    t.k_new = k_new.get();
-    t.v_new = v_new.get();
-    t.k_cache = k_cache.get();
-    t.v_cache = v_cache.get();
-    t.cache_lens = lens.as<int>();
-    t.block_table = table.bytes() > 0 ? table.as<int>() : nullptr;
-    t.o = o.get();
-    t.lse = lse.as<float>();
-    return t;
+    poison();
   }
   /// \brief Waits for the device and reads O, L and the caches back.
   /// \param p the problem \param r receives them

@@ -110,46 +110,13 @@ bool same_inputs(const DecodeProblem& a, const DecodeProblem& b) {
 
 }  // namespace
 
-DecodeInputs::DecodeInputs(const DecodeProblem& prob) : p(prob) {
-  const std::size_t es = dtype_size(p.dtype);
-  q = DeviceBuffer(p.q_elems() * es);
-  k_new = DeviceBuffer(p.new_kv_elems() * es);
-  v_new = DeviceBuffer(p.new_kv_elems() * es);
-  k_cache = DeviceBuffer(p.cache_elems() * es);
-  v_cache = DeviceBuffer(p.cache_elems() * es);
-  lens = DeviceBuffer(p.cache_lens.size() * sizeof(int));
-  table = DeviceBuffer(p.block_table.size() * sizeof(int));
-  o = DeviceBuffer(p.q_elems() * es);
-  lse = DeviceBuffer(p.lse_elems() * sizeof(float));
+DecodeInputs::DecodeInputs(const DecodeProblem& prob) : DecodeBuffers(prob), p(prob) {
   fill_normal(q.get(), p.q_elems(), p.dtype, kDecodeSeed);
   fill_normal(k_new.get(), p.new_kv_elems(), p.dtype, kDecodeSeed + 1);
   fill_normal(v_new.get(), p.new_kv_elems(), p.dtype, kDecodeSeed + 2);
   fill_normal(k_cache.get(), p.cache_elems(), p.dtype, kDecodeSeed + 3);
   fill_normal(v_cache.get(), p.cache_elems(), p.dtype, kDecodeSeed + 4);
-  CUDA_CHECK(cudaMemcpy(lens.get(), p.cache_lens.data(), lens.bytes(), cudaMemcpyHostToDevice));
-  if (table.bytes() > 0)
-    CUDA_CHECK(
-        cudaMemcpy(table.get(), p.block_table.data(), table.bytes(), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-DecodeTensors DecodeInputs::tensors() const {
-  DecodeTensors t;
-  t.q = q.get();
-  t.k_new = k_new.get();
-  t.v_new = v_new.get();
-  t.k_cache = k_cache.get();
-  t.v_cache = v_cache.get();
-  t.cache_lens = lens.as<int>();
-  t.block_table = table.bytes() > 0 ? table.as<int>() : nullptr;
-  t.o = o.get();
-  t.lse = lse.as<float>();
-  return t;
-}
-
-void DecodeInputs::poison() {
-  CUDA_CHECK(cudaMemset(o.get(), 0xFF, o.bytes()));
-  CUDA_CHECK(cudaMemset(lse.get(), 0xFF, lse.bytes()));
 }
 
 std::string DecodeInputs::finite() const {

@@ -15,6 +15,7 @@
 #include "common/decode.h"
 #include "common/decode_registry.h"
 #include "common/device_buffer.h"
+#include "common/device_problem.h"  // DecodeBuffers
 
 namespace fa::bench {
 
@@ -62,24 +63,10 @@ double cache_bytes(const DecodeProblem& p);
 
 /// \brief The device tensors of one problem, made once and shared by every row timed on it.
 /// Random N(0, 1), never zeros.
-struct DecodeInputs {
-  DecodeProblem p;       ///< the problem the tensors are made for
-  DeviceBuffer q;        ///< Q [B, q_len, H_q, d]
-  DeviceBuffer k_new;    ///< the step's new K rows [B, q_len, H_kv, d]
-  DeviceBuffer v_new;    ///< the step's new V rows
-  DeviceBuffer k_cache;  ///< the K cache, contiguous or the pool of pages
-  DeviceBuffer v_cache;  ///< the V cache, the same layout
-  DeviceBuffer lens;     ///< cached lengths [B] (int)
-  DeviceBuffer table;    ///< the block table [B, max_pages] (int; empty when contiguous)
-  DeviceBuffer o;        ///< O [B, q_len, H_q, d]
-  DeviceBuffer lse;      ///< L [B, H_q, q_len] (fp32)
+struct DecodeInputs : DecodeBuffers {
+  DecodeProblem p;  ///< the problem the tensors are made for
   /// \brief Allocates and fills the tensors of `prob`. \param prob the problem
   explicit DecodeInputs(const DecodeProblem& prob);
-  /// \return the device pointers (block_table null for a contiguous cache)
-  DecodeTensors tensors() const;
-  /// \brief O and L all ones in every bit (NaN in each dtype), so that an element a call
-  /// leaves unwritten fails finite().
-  void poison();
   /// \return "" when every element of O and L is finite (random inputs give finite
   /// results), else which one is not
   std::string finite() const;
