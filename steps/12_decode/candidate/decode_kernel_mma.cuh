@@ -141,6 +141,40 @@ __device__ __forceinline__ void bulk_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
+/// \brief Lane `lane`'s kD / 32 columns of output row `row` = (b·H_q + h)·q_len + i: O (as
+/// Element, [B, q_len, H_q, d]) and, from lane 0, L ([B, H_q, q_len]). Called by a whole warp.
+template <int kD, class Element>
+__device__ __forceinline__ void store_output_row(const DecodeParams& p, int64_t row, int lane,
+                                                 const float (&acc)[kD / 32], float lse) {
+  constexpr int kCols = kD / 32;
+  const int i = static_cast<int>(row % p.q_len);
+  const int64_t bh = row / p.q_len;  // b·H_q + h
+  const int h = static_cast<int>(bh % p.heads_q), b = static_cast<int>(bh / p.heads_q);
+  Element* o =
+      static_cast<Element*>(p.o) + ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kD + lane * kCols;
+  store_cols<Element, kCols>(o, acc);
+  if (lane == 0) p.lse[row] = lse;
+}
+
+/// \brief A split's result for one row, by a whole warp: with more than one split, its partial
+/// (O_s, L_s) at workspace row `part_row` (= split · B·H_q·q_len + the output row); with one
+/// split, O and L themselves at output row `part_row`.
+template <int kD, class Element>
+__device__ __forceinline__ void store_split_row(const DecodeParams& p, int64_t part_row, int lane,
+                                                const float (&acc)[kD / 32], float lse) {
+  if (p.num_splits == 1) {
+    store_output_row<kD, Element>(p, part_row, lane, acc, lse);
+    return;
+  }
+  float* dst = p.o_part + part_row * kD + lane * (kD / 32);
+  if constexpr (kD / 32 == 2) {
+    *reinterpret_cast<float2*>(dst) = make_float2(acc[0], acc[1]);
+  } else {
+    *reinterpret_cast<float4*>(dst) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  }
+  if (lane == 0) p.lse_part[part_row] = lse;
+}
+
 template <class Traits, class Element>
 __global__ void __launch_bounds__(Traits::kThreads)
     decode_attention_mma_kernel(const __grid_constant__ DecodeParams p) {
@@ -172,23 +206,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
       split * rows_all + (int64_t{b} * p.heads_q + int64_t{g} * p.group) * p.q_len + row0;
 
   if (t_begin >= t_end) {  // an empty split: O_s = 0, L_s = −inf (with one split: O and L)
-    for (int x = tid; x < rows * kD; x += Traits::kThreads) {
-      if (p.num_splits > 1) {
-        p.o_part[part_row0 * kD + x] = 0.f;
-        continue;
-      }
-      const int r = x / kD, hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
-      static_cast<Element*>(
-          p.o)[((int64_t{b} * p.q_len + i) * p.heads_q + g * p.group + hg) * kD + x % kD] =
-          Element(0.f);
-    }
-    for (int r = tid; r < rows; r += Traits::kThreads) {
-      const int hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
-      float* lse = p.num_splits > 1
-                       ? p.lse_part + part_row0 + r
-                       : p.lse + (int64_t{b} * p.heads_q + g * p.group + hg) * p.q_len + i;
-      *lse = -INFINITY;
-    }
+    const float zero[kOutCols] = {};
+    for (int r = warp; r < rows; r += kW)
+      store_split_row<kD, Element>(p, part_row0 + r, lane, zero, -INFINITY);
     return;
   }
 
@@ -441,22 +461,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   for (int r = warp; r < rows; r += kW) {
     float out[kOutCols];
     const float lse = combine_row<kD, float>(kW, sL + r, kR, sO + r * kD, int64_t{kR} * kD, out);
-    if (p.num_splits == 1) {
-      const int hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
-      const int h = g * p.group + hg;
-      Element* o = static_cast<Element*>(p.o) + ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kD +
-                   lane * kOutCols;
-      store_cols<Element, kOutCols>(o, out);
-      if (lane == 0) p.lse[(int64_t{b} * p.heads_q + h) * p.q_len + i] = lse;
-      continue;
-    }
-    float* dst = p.o_part + (part_row0 + r) * kD + lane * kOutCols;
-    if constexpr (kOutCols == 2) {
-      *reinterpret_cast<float2*>(dst) = make_float2(out[0], out[1]);
-    } else {
-      *reinterpret_cast<float4*>(dst) = make_float4(out[0], out[1], out[2], out[3]);
-    }
-    if (lane == 0) p.lse_part[part_row0 + r] = lse;
+    store_split_row<kD, Element>(p, part_row0 + r, lane, out, lse);
   }
 }
 
@@ -528,13 +533,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps)
 #pragma unroll
     for (int w = 0; w < kCombineWarps; ++w) acc[c] += sO[w][lane * kCols + c];
   }
-  const int i = static_cast<int>(row % p.q_len);
-  const int64_t bh = row / p.q_len;  // b·H_q + h
-  const int h = static_cast<int>(bh % p.heads_q), b = static_cast<int>(bh / p.heads_q);
-  Element* o = static_cast<Element*>(p.o) +
-               ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kHeadDim + lane * kCols;
-  store_cols<Element, kCols>(o, acc);
-  if (lane == 0) p.lse[row] = lse;
+  store_output_row<kHeadDim, Element>(p, row, lane, acc, lse);
 }
 
 /// \brief Launches the tensor-core candidate's attention kernel `attend` (Traits' block and
