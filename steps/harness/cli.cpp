@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 
 #include "common/registry.h"
@@ -47,6 +48,18 @@ bool plain_decimal(const std::string& s) {
          (s[d] != '0' || s.size() == d + 1);
 }
 }  // namespace
+
+int print_markdown(const std::string& text, const std::string& path) {
+  std::cout << text;
+  if (path.empty()) return 0;
+  std::ofstream f(path);
+  f << text;
+  if (!f) {
+    std::cerr << "error: --out-md: cannot write " << path << "\n";
+    return 1;
+  }
+  return 0;
+}
 
 CLI::Validator int_range(long long lo, long long hi) {
   const CLI::Range range(lo, hi);

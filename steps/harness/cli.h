@@ -36,6 +36,11 @@ int refuse(const std::string& message);
 /// \param e the exception \return 1
 int fail(const std::exception& e);
 
+/// \brief Prints a program's Markdown result on stdout and, when `path` is not empty, writes it
+/// there too (--out-md). \param text the Markdown \param path the file, or "" \return 0, or 1
+/// after "error: --out-md: cannot write PATH" on stderr
+int print_markdown(const std::string& text, const std::string& path);
+
 /// \brief An integer option's range, checked by CLI11 on the text before conversion, so
 /// "abc" and "3000000000" are refused with the option's name and this range; only plain
 /// decimal is taken ("010" and "0x10", which CLI11 2.1 would read as octal and hex, are not).

@@ -4,7 +4,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -329,15 +328,7 @@ int run_main(const Table& table, int argc, char** argv) try {
       md << "\n";
     }
   }
-  std::cout << md.str();
-  if (!out_md.empty()) {
-    std::ofstream f(out_md);
-    f << md.str();
-    if (!f) {
-      std::cerr << "error: --out-md: cannot write " << out_md << "\n";
-      return 1;
-    }
-  }
+  if (cli::print_markdown(md.str(), out_md) != 0) return 1;
   return 0;
 } catch (const std::exception& e) {
   return cli::fail(e);

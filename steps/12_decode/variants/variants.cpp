@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
@@ -338,15 +337,7 @@ int main(int argc, char** argv) try {
       md << "\n";
     }
   }
-  std::cout << md.str();
-  if (!out_md.empty()) {
-    std::ofstream f(out_md);
-    f << md.str();
-    if (!f) {
-      std::cerr << "error: --out-md: cannot write " << out_md << "\n";
-      return 1;
-    }
-  }
+  if (fa::cli::print_markdown(md.str(), out_md) != 0) return 1;
   if (failed) std::fprintf(stderr, "a row failed its check: see the tables' check column\n");
   return failed ? 1 : fa::bench::benchmarks_status(errors);
 } catch (const std::exception& e) {
