@@ -44,7 +44,7 @@ using step07::pack_pair;
 /// warps, tiles of kBlockN_ keys (16 per warp: one k16 step of P V); kSplitP_: P V with P as
 /// the sum of two Elements (16 bits of P at bf16, 22 at fp16), or P rounded once as in step 07.
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
-          bool kBulk_ = false, int kPrefetch_ = 0>
+          bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -56,6 +56,11 @@ struct DecodeTraitsMma {
   // time (cp.async.bulk.prefetch.L2, a row per thread; sm_90), 0: none. More bytes on their
   // way from HBM than the stages hold, at no cost in shared memory.
   static constexpr int kPrefetch = kPrefetch_;
+  // The attention kernel lets its programmatic dependent (the combine) be scheduled at once
+  // (griddepcontrol.launch_dependents at its start; sm_90): the combine's small blocks wait on
+  // the SMs beside the attention's, at griddepcontrol.wait, instead of being launched after the
+  // attention's last block has exited.
+  static constexpr bool kEarlyTrigger = kEarlyTrigger_;
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMaxRows = 16;  // one m16 tile of the products
@@ -197,6 +202,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int row0 = chunk * kR;
   const int rows = min(kR, p.group * p.q_len - row0);
 
+#if FA_DECODE_BULK
+  if constexpr (Traits::kEarlyTrigger)
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const SplitTiles st = split_tiles<kN>(p, b, split);  // as in the CUDA-core candidate
   const int cache_len = st.cache_len, t_begin = st.t_begin, t_end = st.t_end;
   const int key_end = st.key_end;
