@@ -1,5 +1,5 @@
 // flash_bwd_2d.cuh — step 11's backward with FlashAttention-2's two-dimensional warp layouts
-// (d = 128): a kernel of its own for bin/variants_11 (row "fa2"), not the step's.
+// (d = 128): a kernel of its own for bin/variants_11 (rows "fa2" and "fa2q"), not the step's.
 //
 // The step's kernel (flash_bwd_kernel.cuh) gives each of its 8 warps 16 keys and computes
 // everything with those keys as the rows: Pᵀ and dSᵀ stay in registers for dV and dK, but
@@ -60,10 +60,12 @@ namespace fa::step11 {
 
 /// \brief The tiles of the two-dimensional kernel. It has the members the step's preprocessing
 /// and convert kernels read (Element, kBlockM, kBlockN, kHeadDim, kNumThreads) and those of
-/// load_tile_async (kChunksPerRow, kRowBytes, swizzle).
-template <int kHeadDim_, class Element_>
+/// load_tile_async (kChunksPerRow, kRowBytes, swizzle). kDqFirst: each Q tile's dQ (and its
+/// atomics) before dV and dK instead of after them.
+template <int kHeadDim_, class Element_, bool kDqFirst_ = false>
 struct Bwd2dTraits {
   using Element = Element_;
+  static constexpr bool kDqFirst = kDqFirst_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 64;   // query rows per Q tile
   static constexpr int kBlockN = 128;  // keys per CTA
@@ -356,81 +358,93 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                      ((b * p.heads_q + h) * p.n_q + i0) * kHeadDim;
 
     if (!exact) {
+      // dV and dK, then dQ; with kDqFirst dQ first, so that its atomics drain while the
+      // tensor cores do dV and dK.
       // ---- dV += Pᵀ dO, dK += dSᵀ Q: the warp's 32 keys × 64 dims --------------------------
+      auto dkv = [&]() {
 #pragma unroll
-      for (int kk = 0; kk < Traits::kKStepsKv; ++kk) {  // 16 rows of the Q tile per step
-        uint32_t pa[kKvMt][4], dsa[kKvMt][4];
-#pragma unroll
-        for (int mt = 0; mt < kKvMt; ++mt) {
-          const uint32_t off = kk * 16 * kPRowBytes + 2 * (kv_n + 16 * mt) + pt_lane;
-          ldmatrix_x4_trans(pa[mt], sP + off);
-          ldmatrix_x4_trans(dsa[mt], sDs + off);
-        }
-#pragma unroll
-        for (int dp2 = 0; dp2 < kKvNt / 2; ++dp2) {  // 16 dims (two n8 tiles) per ldmatrix
-          uint32_t bo[4], bq[4];
-          const uint32_t off = kk * 16 * kRowBytes + (bt_lane ^ (32 * (kv_d / 16 + dp2)));
-          ldmatrix_x4_trans(bo, sdOs + off);
-          ldmatrix_x4_trans(bq, sQs + off);
+        for (int kk = 0; kk < Traits::kKStepsKv; ++kk) {  // 16 rows of the Q tile per step
+          uint32_t pa[kKvMt][4], dsa[kKvMt][4];
 #pragma unroll
           for (int mt = 0; mt < kKvMt; ++mt) {
-            mma_m16n8k16<Element>(acc_dv[mt][2 * dp2], pa[mt], bo[0], bo[1]);
-            mma_m16n8k16<Element>(acc_dv[mt][2 * dp2 + 1], pa[mt], bo[2], bo[3]);
-            mma_m16n8k16<Element>(acc_dk[mt][2 * dp2], dsa[mt], bq[0], bq[1]);
-            mma_m16n8k16<Element>(acc_dk[mt][2 * dp2 + 1], dsa[mt], bq[2], bq[3]);
+            const uint32_t off = kk * 16 * kPRowBytes + 2 * (kv_n + 16 * mt) + pt_lane;
+            ldmatrix_x4_trans(pa[mt], sP + off);
+            ldmatrix_x4_trans(dsa[mt], sDs + off);
           }
-        }
-      }
-
-      // ---- dQ_acc += dS K: the warp's 32 rows × 32 dims ------------------------------------
-      float acc_dq[kQMt][kQNt][4];
 #pragma unroll
-      for (int mt = 0; mt < kQMt; ++mt)
+          for (int dp2 = 0; dp2 < kKvNt / 2; ++dp2) {  // 16 dims (two n8 tiles) per ldmatrix
+            uint32_t bo[4], bq[4];
+            const uint32_t off = kk * 16 * kRowBytes + (bt_lane ^ (32 * (kv_d / 16 + dp2)));
+            ldmatrix_x4_trans(bo, sdOs + off);
+            ldmatrix_x4_trans(bq, sQs + off);
 #pragma unroll
-        for (int nt = 0; nt < kQNt; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc_dq[mt][nt][e] = 0.f;
-#pragma unroll 2
-      for (int kk = 0; kk < Traits::kKStepsQ; ++kk) {  // 16 keys per step
-        uint32_t a[kQMt][4];
-#pragma unroll
-        for (int mt = 0; mt < kQMt; ++mt)
-          ldmatrix_x4(a[mt], sDs + (q_m + 16 * mt) * kPRowBytes + 2 * 16 * kk + ds_lane);
-#pragma unroll
-        for (int dp2 = 0; dp2 < kQNt / 2; ++dp2) {
-          uint32_t bk[4];
-          ldmatrix_x4_trans(bk, sK + kk * 16 * kRowBytes + (bt_lane ^ (32 * (q_d / 16 + dp2))));
-#pragma unroll
-          for (int mt = 0; mt < kQMt; ++mt) {
-            mma_m16n8k16<Element>(acc_dq[mt][2 * dp2], a[mt], bk[0], bk[1]);
-            mma_m16n8k16<Element>(acc_dq[mt][2 * dp2 + 1], a[mt], bk[2], bk[3]);
-          }
-        }
-      }
-      // Two neighbouring floats per atomic (red.global.add.v2.f32, sm_90), as the step's p2;
-      // deterministic: plain stores into this CTA's slab.
-#pragma unroll
-      for (int mt = 0; mt < kQMt; ++mt)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int row = q_m + 16 * mt + g + 8 * hh;
-          if (i0 + row >= p.n_q) continue;
-#pragma unroll
-          for (int nt = 0; nt < kQNt; ++nt) {
-            float* at = dq_rows + row * kHeadDim + q_d + 8 * nt + 2 * t;
-            const float v0 = acc_dq[mt][nt][2 * hh], v1 = acc_dq[mt][nt][2 * hh + 1];
-            if (p.deterministic) {
-              *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
-            } else {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-              atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));
-#else
-              atomicAdd(at, v0);
-              atomicAdd(at + 1, v1);
-#endif
+            for (int mt = 0; mt < kKvMt; ++mt) {
+              mma_m16n8k16<Element>(acc_dv[mt][2 * dp2], pa[mt], bo[0], bo[1]);
+              mma_m16n8k16<Element>(acc_dv[mt][2 * dp2 + 1], pa[mt], bo[2], bo[3]);
+              mma_m16n8k16<Element>(acc_dk[mt][2 * dp2], dsa[mt], bq[0], bq[1]);
+              mma_m16n8k16<Element>(acc_dk[mt][2 * dp2 + 1], dsa[mt], bq[2], bq[3]);
             }
           }
         }
+      };
+      // ---- dQ_acc += dS K: the warp's 32 rows × 32 dims ------------------------------------
+      auto dq = [&]() {
+        float acc_dq[kQMt][kQNt][4];
+#pragma unroll
+        for (int mt = 0; mt < kQMt; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kQNt; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_dq[mt][nt][e] = 0.f;
+#pragma unroll 2
+        for (int kk = 0; kk < Traits::kKStepsQ; ++kk) {  // 16 keys per step
+          uint32_t a[kQMt][4];
+#pragma unroll
+          for (int mt = 0; mt < kQMt; ++mt)
+            ldmatrix_x4(a[mt], sDs + (q_m + 16 * mt) * kPRowBytes + 2 * 16 * kk + ds_lane);
+#pragma unroll
+          for (int dp2 = 0; dp2 < kQNt / 2; ++dp2) {
+            uint32_t bk[4];
+            ldmatrix_x4_trans(bk, sK + kk * 16 * kRowBytes + (bt_lane ^ (32 * (q_d / 16 + dp2))));
+#pragma unroll
+            for (int mt = 0; mt < kQMt; ++mt) {
+              mma_m16n8k16<Element>(acc_dq[mt][2 * dp2], a[mt], bk[0], bk[1]);
+              mma_m16n8k16<Element>(acc_dq[mt][2 * dp2 + 1], a[mt], bk[2], bk[3]);
+            }
+          }
+        }
+        // Two neighbouring floats per atomic (red.global.add.v2.f32, sm_90), as the step's p2;
+        // deterministic: plain stores into this CTA's slab.
+#pragma unroll
+        for (int mt = 0; mt < kQMt; ++mt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int row = q_m + 16 * mt + g + 8 * hh;
+            if (i0 + row >= p.n_q) continue;
+#pragma unroll
+            for (int nt = 0; nt < kQNt; ++nt) {
+              float* at = dq_rows + row * kHeadDim + q_d + 8 * nt + 2 * t;
+              const float v0 = acc_dq[mt][nt][2 * hh], v1 = acc_dq[mt][nt][2 * hh + 1];
+              if (p.deterministic) {
+                *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+              } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));
+#else
+                atomicAdd(at, v0);
+                atomicAdd(at + 1, v1);
+#endif
+              }
+            }
+          }
+      };
+      if constexpr (Traits::kDqFirst) {
+        dq();
+        dkv();
+      } else {
+        dkv();
+        dq();
+      }
     } else {
       // ---- The exact path: every product pair by pair, hidden pairs skipped ----------------
       // Σ over the rows that see the key of w[row][key] · x[row][dim], for the lane's own
