@@ -171,7 +171,9 @@ struct BwdParams {
 //  * dQ the same way as ours: fp32 atomicAdd into an accumulator, one element at a time, and a
 //    convert kernel after; dK and dV per CTA, as ours.
 // So the gap is mostly structural (the warp layout and the tile it allows), not a switch;
-// bin/variants_11 measures what the switches below can buy without changing the layout.
+// bin/variants_11 measures what the switches below can buy without changing the layout, and
+// its rows fa2 and fa2q run a second kernel with FlashAttention-2's layouts at d = 128
+// (variants/flash_bwd_2d.cuh).
 // ---------------------------------------------------------------------------------------------
 //
 // The switches after the tiles (all off in the configuration above; bin/variants_11 measures

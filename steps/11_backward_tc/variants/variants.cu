@@ -20,7 +20,10 @@ int main(int argc, char** argv) {
   table.variants_for = [](int d) {
     std::vector<fa::step11::Variant> v;
     if (d == 64) fa::step11::add_d64_variants(v);
-    if (d == 128) fa::step11::add_d128_variants(v);
+    if (d == 128) {
+      fa::step11::add_d128_variants(v);
+      fa::step11::add_d128_2d_variants(v);
+    }
     return v;
   };
   table.backward = true;

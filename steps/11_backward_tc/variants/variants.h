@@ -14,5 +14,8 @@ using variants::Variant;
 void add_d64_variants(std::vector<Variant>& out);
 /// \brief Appends the head-dim-128 variants (variants_d128.cu).
 void add_d128_variants(std::vector<Variant>& out);
+/// \brief Appends the head-dim-128 kernel with FlashAttention-2's 2-D warp layouts
+/// (variants_d128_2d.cu, flash_bwd_2d.cuh).
+void add_d128_2d_variants(std::vector<Variant>& out);
 
 }  // namespace fa::step11

@@ -1,0 +1,536 @@
+// flash_bwd_2d.cuh — step 11's backward with FlashAttention-2's two-dimensional warp layouts
+// (d = 128): a kernel of its own for bin/variants_11 (rows "fa2" and "fa2q"), not the step's.
+//
+// The step's kernel (flash_bwd_kernel.cuh) gives each of its 8 warps 16 keys and computes
+// everything with those keys as the rows: Pᵀ and dSᵀ stay in registers for dV and dK, but
+// every warp loads every fragment of the Q and dO tiles, twice (kernel_traits.cuh, "What
+// FlashAttention-2's Sm80 backward does differently"). Here each of the five products has a
+// warp layout of its own, chosen so that each fragment a warp loads feeds as many mmas as the
+// registers allow, and P and dS go through shared memory between them:
+//
+//   product            warps                      per warp             A            B
+//   S  = Q Kᵀ          2 (rows) × 4 (keys)        32 rows × 32 keys    Q            K
+//   dP = dO Vᵀ         the same warps, tiles      32 rows × 32 keys    dO           V
+//   P, dS → shared memory, 16 bits, [kBlockM][kBlockN + 8] (padded rows)
+//   dV += Pᵀ dO        4 (keys) × 2 (dims)        32 keys × 64 dims    P (trans)    dO (trans)
+//   dK += dSᵀ Q        the same warps             32 keys × 64 dims    dS (trans)   Q (trans)
+//   dQ  = dS K         2 (rows) × 4 (dims)        32 rows × 32 dims    dS           K (trans)
+//
+// Why 2 × 4 and not 4 × 2 for S and dP: with kBlockM = 64 rows and kBlockN = 128 keys, 2 × 4
+// gives each warp a square 32 × 32 tile, 4 × 2 a 16 × 64 one. Per k16 step a warp loads
+// (rows + keys) / 16 ldmatrix.x4 per product: 2 + 2 = 4 for 32 × 32 (8 mmas), 1 + 4 = 5 for
+// 16 × 64 (the same 8 mmas); the square tile reads 20% fewer bytes for S and dP. Both give
+// each lane the same 32 fp32 registers of S and 32 of dP. Why S and not Sᵀ: a lane's S
+// accumulators hold two neighbouring KEYS of a row, so P and dS go to a [row][key] tile with
+// one 32-bit store per pair (Sᵀ would need 16-bit stores); dV and dK then read that tile
+// transposed (ldmatrix.trans) and dQ reads it as it is.
+//
+// Registers per lane: dK and dV, 32 × 64 each per warp, 2 · 64 = 128 fp32 for the whole
+// kernel; S and dP 2 · 32 = 64 during their phase; dQ 32 during its phase.
+//
+// Shared memory (d = 128, kBlockM = 64, kBlockN = 128): K, V 2 · 32 KB (whole kernel); Q, dO
+// double-buffered 2 · 2 · 16 KB (cp.async); P and dS 2 · 64 · 272 B = 34 KB; L and D of both
+// stages 1 KB: 163 KB. Two barriers per Q tile: one at its start (this tile's copies have
+// landed; every warp is done with the previous tile's P, dS and stage), one after P and dS
+// are written (the causal diagonal's __syncthreads_or stands in for it).
+//
+// Shared-memory bytes per warp and Q tile, against FLOPs (step 11's count, kernel_traits.cuh):
+//   S, dP     A: Q, dO 2 · 32 · 128 · 2 = 16 KB; B: K, V 2 · 32 · 128 · 2 = 16 KB   0.52 MFLOP
+//   P, dS     written: 2 · 32 · 32 · 2 = 4 KB
+//   dV, dK    A: Pᵀ, dSᵀ 2 · 32 · 64 · 2 = 8 KB; B: dO, Q 2 · 64 · 64 · 2 = 16 KB  0.52 MFLOP
+//   dQ        A: dS 32 · 128 · 2 = 8 KB; B: K 128 · 32 · 2 = 8 KB                0.26 MFLOP
+//   in all    76 KB for 1.31 MFLOP: 16.8 FLOPs per byte (m64b1p2, the step's: 13.6)
+//
+// Everything else is the step's: the grid (one CTA per K/V tile of 128 keys and (batch, K/V
+// head)), the visits (each query head of the GQA group, each Q tile that sees a key of the
+// CTA's tile, dK and dV summed over the group in registers), bottom-right causal masks by
+// selects, tails zero-filled by the copies, dQ by v2 fp32 atomics into dq_acc (deterministic
+// mode: plain stores into the CTA's slab), the exact path for a tile on the causal diagonal
+// when an input holds an inf or a NaN, and the preprocessing and convert kernels themselves
+// (flash_bwd_kernel.cuh).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "../flash_bwd_kernel.cuh"
+
+namespace fa::step11 {
+
+/// \brief The tiles of the two-dimensional kernel. It has the members the step's preprocessing
+/// and convert kernels read (Element, kBlockM, kBlockN, kHeadDim, kNumThreads) and those of
+/// load_tile_async (kChunksPerRow, kRowBytes, swizzle). kDqFirst: each Q tile's dQ (and its
+/// atomics) before dV and dK instead of after them.
+template <int kHeadDim_, class Element_, bool kDqFirst_ = false>
+struct Bwd2dTraits {
+  using Element = Element_;
+  static constexpr bool kDqFirst = kDqFirst_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = 64;   // query rows per Q tile
+  static constexpr int kBlockN = 128;  // keys per CTA
+  static constexpr int kNumWarps = 8;
+  static constexpr int kNumThreads = 32 * kNumWarps;
+  static constexpr int kStages = 2;  // Q, dO, L, D: tile t computed, t + 1 in flight
+
+  // S, dP: warps 2 (rows) × 4 (keys), each 32 × 32: 2 m16 tiles × 4 n8 tiles.
+  static constexpr int kSWarpsN = 4;
+  static constexpr int kSRows = kBlockM / (kNumWarps / kSWarpsN);  // 32
+  static constexpr int kSKeys = kBlockN / kSWarpsN;                // 32
+  static constexpr int kSMt = kSRows / 16, kSNt = kSKeys / 8;
+  static constexpr int kKStepsS = kHeadDim / 16;
+  // dV, dK: warps 4 (keys) × 2 (dims), each 32 keys × 64 dims: 2 m16 × 8 n8.
+  static constexpr int kKvWarpsN = 2;
+  static constexpr int kKvKeys = kBlockN / (kNumWarps / kKvWarpsN);  // 32
+  static constexpr int kKvDims = kHeadDim / kKvWarpsN;               // 64
+  static constexpr int kKvMt = kKvKeys / 16, kKvNt = kKvDims / 8;
+  static constexpr int kKStepsKv = kBlockM / 16;
+  // dQ: warps 2 (rows) × 4 (dims), each 32 rows × 32 dims: 2 m16 × 4 n8.
+  static constexpr int kQWarpsN = 4;
+  static constexpr int kQRows = kBlockM / (kNumWarps / kQWarpsN);  // 32
+  static constexpr int kQDims = kHeadDim / kQWarpsN;               // 32
+  static constexpr int kQMt = kQRows / 16, kQNt = kQDims / 8;
+  static constexpr int kKStepsQ = kBlockN / 16;
+
+  // Shared memory: K, V, Q, dO swizzled [rows][kHeadDim] as in the step; P and dS
+  // [kBlockM][kBlockN + 8] Elements (rows 272 bytes apart: 8 rows fall in 8 different 16-byte
+  // bank groups, for the 32-bit stores and for ldmatrix with or without .trans).
+  static constexpr int kChunksPerRow = kHeadDim * 2 / 16;
+  static constexpr int kRowBytes = kHeadDim * 2;
+  static constexpr int kKVBytes = kBlockN * kRowBytes;
+  static constexpr int kQBytes = kBlockM * kRowBytes;
+  static constexpr int kPRowBytes = (kBlockN + 8) * 2;
+  static constexpr int kPBytes = kBlockM * kPRowBytes;
+  static constexpr int kRowVecBytes = kBlockM * 4;
+  static constexpr int kOffK = 0;
+  static constexpr int kOffV = kOffK + kKVBytes;
+  static constexpr int kOffQ = kOffV + kKVBytes;            // [kStages][kBlockM][kHeadDim]
+  static constexpr int kOffDo = kOffQ + kStages * kQBytes;  // [kStages][kBlockM][kHeadDim]
+  static constexpr int kOffP = kOffDo + kStages * kQBytes;  // [kBlockM][kBlockN + 8]
+  static constexpr int kOffDs = kOffP + kPBytes;            // [kBlockM][kBlockN + 8]
+  static constexpr int kOffL = kOffDs + kPBytes;            // [kStages][kBlockM] fp32
+  static constexpr int kOffD = kOffL + kStages * kRowVecBytes;
+  static constexpr int kSmemBytes = kOffD + kStages * kRowVecBytes;
+
+  static_assert(sizeof(Element) == 2, "16-bit elements only");
+  static_assert(kHeadDim == 128, "the warp layouts above are FlashAttention-2's for d = 128");
+  static_assert(kSMt == 2 && kSNt == 4 && kKvMt == 2 && kKvNt == 8 && kQMt == 2 && kQNt == 4,
+                "the tiles the loops are written for");
+  static_assert((kPRowBytes / 4) % 32 == 4, "P, dS rows 16 bytes apart modulo 128");
+  static_assert(kNumThreads % kChunksPerRow == 0 && (kNumThreads / kChunksPerRow) % 8 == 0,
+                "copy passes of whole swizzle periods");
+  static_assert(kBlockM % (kNumThreads / kChunksPerRow) == 0, "Q tiles copy in whole passes");
+  static_assert(kBlockM <= kNumThreads, "one thread per row copies L and D");
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have (sm_90)");
+
+  /// \brief Byte offset of chunk `chunk` of row `row` of a K, V, Q or dO tile (the step's).
+  __device__ static constexpr uint32_t swizzle(int row, int chunk) {
+    return static_cast<uint32_t>((row * kChunksPerRow + (chunk ^ (row % 8))) * 16);
+  }
+  /// \brief Byte offset of element `col` of row `row` of a K, V, Q or dO tile.
+  __device__ static constexpr uint32_t element(int row, int col) {
+    return swizzle(row, col / 8) + 2 * (col % 8);
+  }
+};
+
+/// \brief The exact path's dQ_acc += dS K for one Q tile, pair by pair (dS: [row][key] tile).
+/// Not inlined, as the step's exact_dq: it runs while the caller holds dK and dV.
+template <class Traits, bool IsCausal>
+__device__ __noinline__ void exact_dq_2d(const BwdParams& p, const unsigned char* smem,
+                                         float* dq_rows, int i0, int j0) {
+  using Element = typename Traits::Element;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  const Element* ds = reinterpret_cast<const Element*>(smem + Traits::kOffDs);
+  const unsigned char* k_tile = smem + Traits::kOffK;
+  for (int e = threadIdx.x; e < Traits::kBlockM * kHeadDim; e += Traits::kNumThreads) {
+    const int r = e / kHeadDim, c = e % kHeadDim;
+    if (i0 + r >= p.n_q) break;  // e only grows, and so does r
+    const int limit = kv_limit<IsCausal>(i0 + r, p.n_q, p.n_kv) - j0;
+    float sum = 0.f;
+    for (int key = 0; key < Traits::kBlockN && key < limit; ++key)
+      sum = fmaf(
+          static_cast<float>(ds[r * (Traits::kPRowBytes / 2) + key]),
+          static_cast<float>(*reinterpret_cast<const Element*>(k_tile + Traits::element(key, c))),
+          sum);
+    float* at = dq_rows + r * kHeadDim + c;
+    if (p.deterministic)
+      *at = sum;
+    else
+      atomicAdd(at, sum);
+  }
+}
+
+/// \brief The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), block: kNumThreads, smem:
+/// kSmemBytes. The visits, copies and masks are the step's flash_bwd_kernel's; the products
+/// are laid out as at the top of this file.
+template <class Traits, bool IsCausal>
+__global__ void __launch_bounds__(Traits::kNumThreads, 1)
+    flash_bwd_2d_kernel(const __grid_constant__ BwdParams p) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+  constexpr int kHeadDim = Traits::kHeadDim, kRowBytes = Traits::kRowBytes;
+  constexpr int kPRowBytes = Traits::kPRowBytes;
+  constexpr int kSMt = Traits::kSMt, kSNt = Traits::kSNt;
+  constexpr int kKvMt = Traits::kKvMt, kKvNt = Traits::kKvNt;
+  constexpr int kQMt = Traits::kQMt, kQNt = Traits::kQNt;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t s0 = smem_u32(smem);
+  const uint32_t sK = s0 + Traits::kOffK, sV = s0 + Traits::kOffV;
+  const uint32_t sQ = s0 + Traits::kOffQ, sdO = s0 + Traits::kOffDo;  // [kStages] each
+  const uint32_t sP = s0 + Traits::kOffP, sDs = s0 + Traits::kOffDs;
+  const uint32_t sL = s0 + Traits::kOffL, sD = s0 + Traits::kOffD;  // [kStages][kBlockM]
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;  // mma.cuh: lane (g, t) holds rows g, g+8, cols 2t, 2t+1
+  const int n_blk = blockIdx.x;
+  const int j0 = n_blk * kBlockN;  // first key of this CTA's tile
+  const int bh = blockIdx.y;
+  const int b = bh / p.heads_kv, h_kv = bh % p.heads_kv;
+  const int kv_off = b * p.kv_batch_stride + h_kv * p.kv_head_stride;
+  const Element* k_head = static_cast<const Element*>(p.k) + kv_off;
+  const Element* v_head = static_cast<const Element*>(p.v) + kv_off;
+  const Element* q_all = static_cast<const Element*>(p.q);
+  const Element* do_all = static_cast<const Element*>(p.d_o);
+
+  // The Q tiles this CTA visits: for each query head of the group, the tiles from the one
+  // holding the first row that sees key j0 to the last (the step's order, no stagger).
+  const int first_row = first_row_seeing<IsCausal>(j0, p.n_q, p.n_kv);
+  const int i_first = first_row / kBlockM * kBlockM;
+  const int num_m = first_row < p.n_q ? (p.n_q - i_first + kBlockM - 1) / kBlockM : 0;
+  const int visits = p.group * num_m;
+  auto tile_of = [&](int it, int* h, int* i0) {
+    *h = h_kv * p.group + it / num_m;
+    *i0 = i_first + (it % num_m) * kBlockM;
+  };
+  auto load_q_async = [&](int it, int stage) {
+    int h, i0;
+    tile_of(it, &h, &i0);
+    const int q_off = b * p.q_batch_stride + h * p.q_head_stride + i0 * p.q_row_stride;
+    load_tile_async<Traits, kBlockM>(sQ + stage * Traits::kQBytes, q_all + q_off, p.q_row_stride,
+                                     p.n_q - i0);
+    load_tile_async<Traits, kBlockM>(sdO + stage * Traits::kQBytes, do_all + q_off, p.q_row_stride,
+                                     p.n_q - i0);
+    if (tid < kBlockM) {  // L and D of the tile's rows; zeros past N_q
+      const int i = i0 + tid;
+      const int r = (b * p.heads_q + h) * p.n_q + (i < p.n_q ? i : i0);
+      cp_async_4(sL + stage * Traits::kRowVecBytes + 4 * tid, p.lse + r, i < p.n_q);
+      cp_async_4(sD + stage * Traits::kRowVecBytes + 4 * tid, p.delta + r, i < p.n_q);
+    }
+  };
+
+  // Prologue: K, V and the first Q tile in one group.
+  if (visits > 0) {
+    load_tile_async<Traits, kBlockN>(sK, k_head + j0 * p.kv_row_stride, p.kv_row_stride,
+                                     p.n_kv - j0);
+    load_tile_async<Traits, kBlockN>(sV, v_head + j0 * p.kv_row_stride, p.kv_row_stride,
+                                     p.n_kv - j0);
+    load_q_async(0, 0);
+  }
+  cp_async_commit();
+
+  // Causal: does K or V hold an inf or a NaN? (Then the diagonal's tiles take the exact path.)
+  bool kv_nonfinite = false;
+  if (IsCausal && visits > 0) {
+    cp_async_wait<0>();
+    __syncthreads();
+    kv_nonfinite = __syncthreads_or(tile_has_nonfinite<Traits>(sK, 2 * Traits::kKVBytes)) != 0;
+  }
+
+  // The warp's place in each layout.
+  const int s_m = Traits::kSRows * (warp / Traits::kSWarpsN);     // S, dP: first row
+  const int s_n = Traits::kSKeys * (warp % Traits::kSWarpsN);     // S, dP: first key
+  const int kv_n = Traits::kKvKeys * (warp / Traits::kKvWarpsN);  // dK, dV: first key
+  const int kv_d = Traits::kKvDims * (warp % Traits::kKvWarpsN);  // dK, dV: first dim
+  const int q_m = Traits::kQRows * (warp / Traits::kQWarpsN);     // dQ: first row
+  const int q_d = Traits::kQDims * (warp % Traits::kQWarpsN);     // dQ: first dim
+
+  float acc_dk[kKvMt][kKvNt][4], acc_dv[kKvMt][kKvNt][4];  // 32 keys × 64 dims per warp
+#pragma unroll
+  for (int mt = 0; mt < kKvMt; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kKvNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc_dk[mt][nt][e] = acc_dv[mt][nt][e] = 0.f;
+
+  // Per-lane ldmatrix offsets. Swizzled tiles (rows a multiple of 8 added outside; step j
+  // along d is one XOR with 32·j, as in the step):
+  //   a_lane   A from a [row][d] tile (Q, dO as A of S, dP)
+  //   b_lane   B from a [row][d] tile, non-transposed (K, V as B of S, dP: two n8 key tiles)
+  //   bt_lane  B from a [row][d] tile, transposed (dO, Q for dV, dK; K for dQ: two n8 dim tiles)
+  // P and dS tiles ([row][key], padded):
+  //   pt_lane  A of Pᵀ, dSᵀ (keys × rows): ldmatrix.trans, rows +8 in lanes 16–31, keys +8 in
+  //            lanes 8–15 and 24–31
+  //   ds_lane  A of dS (rows × keys): ldmatrix, rows lane % 16, keys +8 in lanes 16–31
+  const uint32_t a_lane = Traits::swizzle(lane % 16, lane / 16);
+  const uint32_t b_lane = Traits::swizzle(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
+  const uint32_t bt_lane = Traits::swizzle(lane % 16, lane / 16);
+  const uint32_t pt_lane = (lane % 8 + 8 * (lane / 16)) * kPRowBytes + 16 * ((lane / 8) % 2);
+  const uint32_t ds_lane = (lane % 16) * kPRowBytes + 16 * (lane / 16);
+
+  for (int it = 0; it < visits; ++it) {
+    const int stage = it % Traits::kStages;
+    int h, i0;
+    tile_of(it, &h, &i0);
+    const uint32_t sQs = sQ + stage * Traits::kQBytes, sdOs = sdO + stage * Traits::kQBytes;
+    const float* lse =
+        reinterpret_cast<const float*>(smem + Traits::kOffL + stage * Traits::kRowVecBytes);
+    const float* delta =
+        reinterpret_cast<const float*>(smem + Traits::kOffD + stage * Traits::kRowVecBytes);
+
+    // This tile's copies have landed and every warp is done with the previous tile (its stage,
+    // P and dS); then the next tile's copies go to the other stage.
+    cp_async_wait<0>();
+    __syncthreads();
+    if (it + 1 < visits) load_q_async(it + 1, (it + 1) % Traits::kStages);
+    cp_async_commit();
+
+    // ---- S = Q Kᵀ and dP = dO Vᵀ: the warp's 32 rows × 32 keys ----------------------------
+    float s[kSMt][kSNt][4], dp[kSMt][kSNt][4];
+#pragma unroll
+    for (int mt = 0; mt < kSMt; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kSNt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = dp[mt][nt][e] = 0.f;
+#pragma unroll 1  // 128 + 64 accumulators live: no fragments of a second step loaded ahead
+    for (int ks = 0; ks < Traits::kKStepsS; ++ks) {
+      uint32_t aq[kSMt][4], ao[kSMt][4];
+#pragma unroll
+      for (int mt = 0; mt < kSMt; ++mt) {
+        ldmatrix_x4(aq[mt], sQs + (s_m + 16 * mt) * kRowBytes + (a_lane ^ (32 * ks)));
+        ldmatrix_x4(ao[mt], sdOs + (s_m + 16 * mt) * kRowBytes + (a_lane ^ (32 * ks)));
+      }
+#pragma unroll
+      for (int np = 0; np < kSNt / 2; ++np) {
+        uint32_t bk[4], bv[4];
+        ldmatrix_x4(bk, sK + (s_n + 16 * np) * kRowBytes + (b_lane ^ (32 * ks)));
+        ldmatrix_x4(bv, sV + (s_n + 16 * np) * kRowBytes + (b_lane ^ (32 * ks)));
+#pragma unroll
+        for (int mt = 0; mt < kSMt; ++mt) {
+          mma_m16n8k16<Element>(s[mt][2 * np], aq[mt], bk[0], bk[1]);
+          mma_m16n8k16<Element>(s[mt][2 * np + 1], aq[mt], bk[2], bk[3]);
+          mma_m16n8k16<Element>(dp[mt][2 * np], ao[mt], bv[0], bv[1]);
+          mma_m16n8k16<Element>(dp[mt][2 * np + 1], ao[mt], bv[2], bv[3]);
+        }
+      }
+    }
+
+    // ---- P and dS, masked by selects, → shared memory (16 bits) ---------------------------
+    // s[mt][nt][2hh + e]: row s_m + 16mt + g + 8hh, key s_n + 8nt + 2t + e of the tiles.
+#pragma unroll
+    for (int mt = 0; mt < kSMt; ++mt) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int row = s_m + 16 * mt + g + 8 * hh;
+        const int limit = kv_limit<IsCausal>(i0 + row, p.n_q, p.n_kv) - j0;  // keys of the tile
+        const bool row_ok = i0 + row < p.n_q;
+        const float l2 = lse[row] * kLog2e, dlt = delta[row];
+#pragma unroll
+        for (int nt = 0; nt < kSNt; ++nt) {
+          const int key = s_n + 8 * nt + 2 * t;
+          float pv[2], dsv[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int x = 2 * hh + e;
+            const bool vis = row_ok && key + e < limit;
+            const float pr = exp2f(fmaf(s[mt][nt][x], p.scale_log2, -l2));
+            pv[e] = vis ? pr : 0.f;
+            dsv[e] = vis ? pv[e] * (dp[mt][nt][x] - dlt) : 0.f;
+          }
+          const uint32_t at = row * kPRowBytes + 2 * key;
+          st_shared_u32(sP + at, pack_pair<Element>(pv[0], pv[1]));
+          st_shared_u32(sDs + at, pack_pair<Element>(dsv[0], dsv[1]));
+        }
+      }
+    }
+
+    // P and dS are published. On a tile that hides a pair, the same barrier asks whether an
+    // input holds an inf or a NaN (the exact path).
+    bool exact = false;
+    if (tile_hides_a_pair<IsCausal>(i0, j0, kBlockN, p.n_q, p.n_kv))  // the same in the CTA
+      exact = __syncthreads_or(kv_nonfinite || tile_has_nonfinite<Traits>(sQs, Traits::kQBytes) ||
+                               tile_has_nonfinite<Traits>(sdOs, Traits::kQBytes)) != 0;
+    else
+      __syncthreads();
+
+    float* dq_rows = p.dq_acc + (p.deterministic ? n_blk * p.q_elems : 0) +
+                     ((b * p.heads_q + h) * p.n_q + i0) * kHeadDim;
+
+    if (!exact) {
+      // dV and dK, then dQ; with kDqFirst dQ first, so that its atomics drain while the
+      // tensor cores do dV and dK.
+      // ---- dV += Pᵀ dO, dK += dSᵀ Q: the warp's 32 keys × 64 dims --------------------------
+      auto dkv = [&]() {
+#pragma unroll
+        for (int kk = 0; kk < Traits::kKStepsKv; ++kk) {  // 16 rows of the Q tile per step
+          uint32_t pa[kKvMt][4], dsa[kKvMt][4];
+#pragma unroll
+          for (int mt = 0; mt < kKvMt; ++mt) {
+            const uint32_t off = kk * 16 * kPRowBytes + 2 * (kv_n + 16 * mt) + pt_lane;
+            ldmatrix_x4_trans(pa[mt], sP + off);
+            ldmatrix_x4_trans(dsa[mt], sDs + off);
+          }
+#pragma unroll
+          for (int dp2 = 0; dp2 < kKvNt / 2; ++dp2) {  // 16 dims (two n8 tiles) per ldmatrix
+            uint32_t bo[4], bq[4];
+            const uint32_t off = kk * 16 * kRowBytes + (bt_lane ^ (32 * (kv_d / 16 + dp2)));
+            ldmatrix_x4_trans(bo, sdOs + off);
+            ldmatrix_x4_trans(bq, sQs + off);
+#pragma unroll
+            for (int mt = 0; mt < kKvMt; ++mt) {
+              mma_m16n8k16<Element>(acc_dv[mt][2 * dp2], pa[mt], bo[0], bo[1]);
+              mma_m16n8k16<Element>(acc_dv[mt][2 * dp2 + 1], pa[mt], bo[2], bo[3]);
+              mma_m16n8k16<Element>(acc_dk[mt][2 * dp2], dsa[mt], bq[0], bq[1]);
+              mma_m16n8k16<Element>(acc_dk[mt][2 * dp2 + 1], dsa[mt], bq[2], bq[3]);
+            }
+          }
+        }
+      };
+      // ---- dQ_acc += dS K: the warp's 32 rows × 32 dims ------------------------------------
+      auto dq = [&]() {
+        float acc_dq[kQMt][kQNt][4];
+#pragma unroll
+        for (int mt = 0; mt < kQMt; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kQNt; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_dq[mt][nt][e] = 0.f;
+#pragma unroll 2
+        for (int kk = 0; kk < Traits::kKStepsQ; ++kk) {  // 16 keys per step
+          uint32_t a[kQMt][4];
+#pragma unroll
+          for (int mt = 0; mt < kQMt; ++mt)
+            ldmatrix_x4(a[mt], sDs + (q_m + 16 * mt) * kPRowBytes + 2 * 16 * kk + ds_lane);
+#pragma unroll
+          for (int dp2 = 0; dp2 < kQNt / 2; ++dp2) {
+            uint32_t bk[4];
+            ldmatrix_x4_trans(bk, sK + kk * 16 * kRowBytes + (bt_lane ^ (32 * (q_d / 16 + dp2))));
+#pragma unroll
+            for (int mt = 0; mt < kQMt; ++mt) {
+              mma_m16n8k16<Element>(acc_dq[mt][2 * dp2], a[mt], bk[0], bk[1]);
+              mma_m16n8k16<Element>(acc_dq[mt][2 * dp2 + 1], a[mt], bk[2], bk[3]);
+            }
+          }
+        }
+        // Two neighbouring floats per atomic (red.global.add.v2.f32, sm_90), as the step's p2;
+        // deterministic: plain stores into this CTA's slab.
+#pragma unroll
+        for (int mt = 0; mt < kQMt; ++mt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int row = q_m + 16 * mt + g + 8 * hh;
+            if (i0 + row >= p.n_q) continue;
+#pragma unroll
+            for (int nt = 0; nt < kQNt; ++nt) {
+              float* at = dq_rows + row * kHeadDim + q_d + 8 * nt + 2 * t;
+              const float v0 = acc_dq[mt][nt][2 * hh], v1 = acc_dq[mt][nt][2 * hh + 1];
+              if (p.deterministic) {
+                *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+              } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));
+#else
+                atomicAdd(at, v0);
+                atomicAdd(at + 1, v1);
+#endif
+              }
+            }
+          }
+      };
+      if constexpr (Traits::kDqFirst) {
+        dq();
+        dkv();
+      } else {
+        dkv();
+        dq();
+      }
+    } else {
+      // ---- The exact path: every product pair by pair, hidden pairs skipped ----------------
+      // Σ over the rows that see the key of w[row][key] · x[row][dim], for the lane's own
+      // accumulators (keys kv_n + 16mt + g + 8hh, dims kv_d + 8nt + 2t, +1).
+      auto exact_update = [&](float(&acc)[kKvMt][kKvNt][4], int w_offset, uint32_t s_x) {
+        const Element* w = reinterpret_cast<const Element*>(smem + w_offset);
+        const unsigned char* x = smem + (s_x - s0);
+#pragma unroll 1
+        for (int r = 0; r < kBlockM && i0 + r < p.n_q; ++r) {
+          const int limit = kv_limit<IsCausal>(i0 + r, p.n_q, p.n_kv) - j0;
+#pragma unroll
+          for (int mt = 0; mt < kKvMt; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int key = kv_n + 16 * mt + g + 8 * hh;
+              if (key >= limit) continue;  // hidden from row r: skipped, never multiplied by 0
+              const float wv = static_cast<float>(w[r * (kPRowBytes / 2) + key]);
+#pragma unroll
+              for (int nt = 0; nt < kKvNt; ++nt) {
+                const Element* xe =
+                    reinterpret_cast<const Element*>(x + Traits::element(r, kv_d + 8 * nt + 2 * t));
+                acc[mt][nt][2 * hh] = fmaf(wv, static_cast<float>(xe[0]), acc[mt][nt][2 * hh]);
+                acc[mt][nt][2 * hh + 1] =
+                    fmaf(wv, static_cast<float>(xe[1]), acc[mt][nt][2 * hh + 1]);
+              }
+            }
+        }
+      };
+      exact_update(acc_dv, Traits::kOffP, sdOs);
+      exact_update(acc_dk, Traits::kOffDs, sQs);
+      exact_dq_2d<Traits, IsCausal>(p, smem, dq_rows, i0, j0);
+    }
+  }
+
+  // ---- dK = scale · dK, dV: through shared memory (the K and V tiles, once every warp is
+  // done reading them), then 16-byte stores of whole rows ------------------------------------
+  __syncthreads();
+#pragma unroll
+  for (int mt = 0; mt < kKvMt; ++mt)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = kv_n + 16 * mt + g + 8 * hh;
+#pragma unroll
+      for (int nt = 0; nt < kKvNt; ++nt) {  // dims kv_d + 8nt + 2t, +1
+        const int chunk = kv_d / 8 + nt;
+        st_shared_u32(sK + Traits::swizzle(row, chunk) + 4 * t,
+                      pack_pair<Element>(p.scale * acc_dk[mt][nt][2 * hh],
+                                         p.scale * acc_dk[mt][nt][2 * hh + 1]));
+        st_shared_u32(sV + Traits::swizzle(row, chunk) + 4 * t,
+                      pack_pair<Element>(acc_dv[mt][nt][2 * hh], acc_dv[mt][nt][2 * hh + 1]));
+      }
+    }
+  __syncthreads();  // a row's two halves come from two warps
+  Element* dk = static_cast<Element*>(p.dk) + kv_off;
+  Element* dv = static_cast<Element*>(p.dv) + kv_off;
+  constexpr int kChunksPerRow = Traits::kChunksPerRow;
+  for (int c = tid; c < kBlockN * kChunksPerRow; c += Traits::kNumThreads) {
+    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
+    const int j = j0 + row;
+    if (j >= p.n_kv) break;  // c only grows, and so does the row
+    const int off = j * p.kv_row_stride + chunk * 8;
+    st_global_v4(dk + off, ld_shared_v4(sK + Traits::swizzle(row, chunk)));
+    st_global_v4(dv + off, ld_shared_v4(sV + Traits::swizzle(row, chunk)));
+  }
+}
+
+/// \brief The three kernels: the step's preprocessing (D, dQ_acc = 0), the kernel above, the
+/// step's convert. `p` must have been made for Traits::kBlockN (the deterministic slabs).
+template <class Traits>
+void run_flash_bwd_2d(const BwdParams& p, cudaStream_t stream) {
+  using Element = typename Traits::Element;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.n_q;
+  constexpr int kThreads = 256;
+  bwd_preprocess_kernel<Element><<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+  const auto kernel =
+      p.causal ? flash_bwd_2d_kernel<Traits, true> : flash_bwd_2d_kernel<Traits, false>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  Traits::kSmemBytes));
+  const dim3 grid((p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN, p.batch * p.heads_kv);
+  kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+  bwd_convert_dq_kernel<Traits>
+      <<<blocks_for(rows * (kHeadDim / 8), kThreads), kThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fa::step11
