@@ -60,7 +60,8 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // and dP not unrolled (128 + 64 accumulators live). Predicted, non-causal: 265–310
   // TFLOP/s at N = 4096 (1.05–1.23× m64b1p2), 270–320 at N = 16384 (1.05–1.24×); causal
   // the same ratios. Below 1.0× m64b1p2 would mean the barriers and the P, dS round trip cost
-  // more than the fragment loads they save.
+  // more than the fragment loads they save. Measured (docs/results/h200-variants-11-5192ee8.md):
+  // non-causal 0.98× m64b1p2 at N = 4096, 0.97× at 16384 (missed); causal 1.09–1.12×.
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16>>(
       "fa2", "FlashAttention-2's 2-D warp layouts, P and dS through shared memory"));
   // fa2q: fa2 with each Q tile's dQ (and its v2 atomics) computed before dV and dK, as
@@ -68,6 +69,7 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // middle of the tile and drain behind dV's and dK's 64 mmas per warp, not just before the
   // next tile's barrier; but they share the memory pipe with dV's and dK's ldmatrix. The same
   // registers and shared memory. Predicted −3% to +5% against fa2 at N = 4096 and 16384.
+  // Measured (the same file): 0.99× fa2 non-causal, 0.96–0.97× causal.
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, true>>(
       "fa2q", "fa2 with dQ (and its atomics) before dV and dK"));
 }

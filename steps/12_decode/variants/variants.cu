@@ -87,6 +87,15 @@
 // Measured (docs/results/h200-variants-12-9ed0861.md): m3w4p1 2.80 TB/s, m3w4p2 2.81, m2w4p2
 // 3.37, against m3w4's 4.02 (B = 8, MHA, 16k): the prefetches cost far more than they hid.
 // The registered candidate stays m3w4 (cp.async, no prefetch).
+//
+// At B = 1 the time is ~10 µs above the bytes at the B = 8 rate (both shapes, 16k), some of
+// it the combine, launched after the attention's last block. Letting it be scheduled at the
+// attention's start (griddepcontrol.launch_dependents first thing; its blocks then wait at
+// griddepcontrol.wait):
+//   m3w4e  predicted: B = 1, GQA, 16k: 2 to 4 µs saved of ~27 (>= 2.6 TB/s); B = 8 MHA (one
+//          split, no combine) as m3w4.
+// Measured (docs/results/h200-variants-12-5192ee8.md): 2.53 TB/s against m3w4's 2.57 (B = 1,
+// GQA, 16k, contiguous), 2.43 against 2.48 paged: nothing saved. m3w4 stays.
 #include <cuda_bf16.h>
 
 #include <algorithm>
