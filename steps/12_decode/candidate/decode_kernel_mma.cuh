@@ -44,7 +44,8 @@ using step07::pack_pair;
 /// warps, tiles of kBlockN_ keys (16 per warp: one k16 step of P V); kSplitP_: P V with P as
 /// the sum of two Elements (16 bits of P at bf16, 22 at fp16), or P rounded once as in step 07.
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
-          bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false>
+          bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
+          bool kZeroByStore_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -61,6 +62,9 @@ struct DecodeTraitsMma {
   // the SMs beside the attention's, at griddepcontrol.wait, instead of being launched after the
   // attention's last block has exited.
   static constexpr bool kEarlyTrigger = kEarlyTrigger_;
+  // Missing rows zeroed by shared-memory stores, the others copied by cp.async without a
+  // source size (load_tile_async), instead of cp.async's zero fill.
+  static constexpr bool kZeroByStore = kZeroByStore_;
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMaxRows = 16;  // one m16 tile of the products
@@ -262,7 +266,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
         }
       }
     } else {
-      load_tile_async<kD, kN, kStride, Traits::kThreads>(p, b, g, tile, key_end, sK, sV);
+      load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kZeroByStore>(p, b, g, tile,
+                                                                               key_end, sK, sV);
     }
   };
   // The rows of tile `tile` into L2 (Traits::kPrefetch), a thread per row of K or V.
