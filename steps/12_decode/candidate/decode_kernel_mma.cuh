@@ -45,7 +45,7 @@ using step07::pack_pair;
 /// the sum of two Elements (16 bits of P at bf16, 22 at fp16), or P rounded once as in step 07.
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
-          bool kZeroByStore_ = false>
+          bool kSwizzle_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -62,20 +62,27 @@ struct DecodeTraitsMma {
   // the SMs beside the attention's, at griddepcontrol.wait, instead of being launched after the
   // attention's last block has exited.
   static constexpr bool kEarlyTrigger = kEarlyTrigger_;
-  // Missing rows zeroed by shared-memory stores, the others copied by cp.async without a
-  // source size (load_tile_async), instead of cp.async's zero fill.
-  static constexpr bool kZeroByStore = kZeroByStore_;
+  // Shared-memory rows of Q, K and V unpadded, 16-byte chunk c of row r stored at chunk
+  // c ^ (r % 8) (step 07's swizzle), instead of padded by 16 bytes: either way the 8 rows an
+  // ldmatrix phase reads fall in 8 different groups of four banks, but only unpadded rows keep
+  // each 128-byte line of the cache in one 128-byte line of shared memory, which is what the
+  // copies' requests to L2 follow (see variants/variants.cu, m3w4s).
+  static constexpr bool kSwizzle = kSwizzle_;
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMaxRows = 16;  // one m16 tile of the products
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kKeysPerWarp = kBlockN / kWarps;
   static constexpr int kStages = kStages_;
-  // 16 bytes of padding per row: the 8 rows an ldmatrix phase reads start 16 bytes apart
-  // modulo 128, in 8 different groups of four banks.
-  static constexpr int kStride = kHeadDim + 8;  // elements
+  // Without kSwizzle, 16 bytes of padding per row: the 8 rows an ldmatrix phase reads start
+  // 16 bytes apart modulo 128, in 8 different groups of four banks.
+  static constexpr int kStride = kSwizzle ? kHeadDim : kHeadDim + 8;  // elements
   static constexpr int kRowBytes = kStride * 2;
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks
+  /// \brief Byte offset of 16-byte chunk `chunk` of row `row` of Q, K or V in shared memory.
+  __device__ static constexpr uint32_t chunk_offset(int row, int chunk) {
+    return static_cast<uint32_t>(row * kRowBytes + (kSwizzle ? chunk ^ (row % 8) : chunk) * 16);
+  }
   static constexpr std::size_t kQBytes = std::size_t{kMaxRows} * kRowBytes;
   static constexpr std::size_t kTileBytes = std::size_t{kBlockN} * kRowBytes;
   static constexpr std::size_t kBarOffset = kQBytes + 2 * kStages * kTileBytes;  // 16-aligned
@@ -85,6 +92,8 @@ struct DecodeTraitsMma {
   static_assert(kStages >= 2, "one tile in flight while one is computed, at the least");
   static_assert(kBlockN % kWarps == 0 && kKeysPerWarp == 16, "a warp's keys: one k16 step");
   static_assert(kHeadDim % 16 == 0, "d in k16 steps");
+  static_assert(!(kSwizzle && kBulk), "a bulk copy writes a row as it is: padded rows only");
+  static_assert(!kSwizzle || kChunksPerRow % 8 == 0, "the swizzle permutes groups of 8 chunks");
   static_assert(kMergeBytes <= 2 * kStages * kTileBytes, "the merge fits in the stages");
 };
 
@@ -266,8 +275,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
         }
       }
     } else {
-      load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kZeroByStore>(p, b, g, tile,
-                                                                               key_end, sK, sV);
+      load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle>(p, b, g, tile, key_end,
+                                                                           sK, sV);
     }
   };
   // The rows of tile `tile` into L2 (Traits::kPrefetch), a thread per row of K or V.
@@ -305,16 +314,17 @@ __global__ void __launch_bounds__(Traits::kThreads)
       u = *reinterpret_cast<const uint4*>(q + ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kD +
                                           c * 8);
     }
-    *reinterpret_cast<uint4*>(sQ + r * kStride + c * 8) = u;
+    *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sQ) + Traits::chunk_offset(r, c)) =
+        u;
   }
   __syncthreads();
   // Q's A fragments for every k step, held for the whole split (lane: row lane % 16, chunk
   // lane / 16 of each step; step 07's layout).
   uint32_t qa[kKSteps][4];
   {
-    const uint32_t q_lane = smem_u32(sQ) + (lane % 16) * kRowBytes + (lane / 16) * 16;
 #pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) ldmatrix_x4(qa[ks], q_lane + ks * 32);
+    for (int ks = 0; ks < kKSteps; ++ks)
+      ldmatrix_x4(qa[ks], smem_u32(sQ) + Traits::chunk_offset(lane % 16, 2 * ks + lane / 16));
   }
 
   // Rows g8 and g8 + 8 of this lane: the last key each may see (causal among the new tokens,
@@ -337,8 +347,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
   // ldmatrix lanes (step 07): K as the B of S, two n8 tiles of keys per x4: key lane % 8 +
   // 8 · (lane / 16), chunk (lane / 8) % 2; V transposed as the B of P V, two n8 tiles of
   // dims per x4: key lane % 16, chunk lane / 16.
-  const uint32_t k_lane = (lane % 8 + 8 * (lane / 16)) * kRowBytes + ((lane / 8) % 2) * 16;
-  const uint32_t v_lane = (lane % 16) * kRowBytes + (lane / 16) * 16;
+  // (With kSwizzle the chunk is XORed with the row's low 3 bits, lane % 8 for both.)
+  const uint32_t k_lane = Traits::chunk_offset(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
+  const uint32_t v_lane = Traits::chunk_offset(lane % 16, lane / 16);
   const uint32_t kv_base = smem_u32(sKV) + warp * kKeys * kRowBytes;
 
   for (int t = t_begin; t < t_end; ++t) {
@@ -364,7 +375,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
       uint32_t bk[4];
-      ldmatrix_x4(bk, sK + k_lane + ks * 32);
+      ldmatrix_x4(bk, sK + (Traits::kSwizzle ? k_lane ^ (ks * 32) : k_lane + ks * 32));
       mma_m16n8k16<Element>(s[0], qa[ks], bk[0], bk[1]);
       mma_m16n8k16<Element>(s[1], qa[ks], bk[2], bk[3]);
     }
@@ -435,7 +446,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
 #pragma unroll
     for (int dp = 0; dp < kNTiles / 2; ++dp) {
       uint32_t bv[4];
-      ldmatrix_x4_trans(bv, sV + v_lane + dp * 32);
+      ldmatrix_x4_trans(bv, sV + (Traits::kSwizzle ? v_lane ^ (dp * 32) : v_lane + dp * 32));
       mma_m16n8k16<Element>(acc[2 * dp], pa, bv[0], bv[1]);
       mma_m16n8k16<Element>(acc[2 * dp + 1], pa, bv[2], bv[3]);
       if constexpr (Traits::kSplitP) {

@@ -34,9 +34,9 @@ __device__ __forceinline__ SplitTiles split_tiles(const DecodeParams& p, int b, 
 /// at or past key_end, and rows the cache does not hold, are zero-filled, as in the chapter's
 /// kernel. A tile lies in one page when the page size is a multiple of kN (tiles start at
 /// multiples of kN): then its rows follow its first row, one block-table lookup per tile.
-/// kZeroByStore: a missing row's chunks zeroed by shared-memory stores and the others copied by
-/// cp.async without a source size, instead of cp.async's zero fill (a source size of 0).
-template <int kD, int kN, int kStride, int kThreads, bool kZeroByStore = false, class Element>
+/// kSwizzle: the rows unpadded (kStride == kD) with chunk c of row `key` stored at chunk
+/// c ^ (key % 8), instead of padded rows.
+template <int kD, int kN, int kStride, int kThreads, bool kSwizzle = false, class Element>
 __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, int g, int tile,
                                                 int key_end, Element* sK, Element* sV) {
   constexpr int kChunks = kD / 8;
@@ -55,24 +55,9 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
       row = tile_in_page ? (first < 0 ? -1 : first + key * row_elems) : cache_row(p, b, pos);
     const bool ok = row >= 0;
     const int64_t src = ok ? row + int64_t{g} * kD + c * 8 : 0;
-    if constexpr (kZeroByStore) {
-      Element* dk = sK + key * kStride + c * 8;
-      Element* dv = sV + key * kStride + c * 8;
-      if (ok) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dk)),
-                     "l"(k_cache + src)
-                     : "memory");
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dv)),
-                     "l"(v_cache + src)
-                     : "memory");
-      } else {
-        *reinterpret_cast<uint4*>(dk) = make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(dv) = make_uint4(0, 0, 0, 0);
-      }
-    } else {
-      cp_async_16(smem_u32(sK + key * kStride + c * 8), k_cache + src, ok);
-      cp_async_16(smem_u32(sV + key * kStride + c * 8), v_cache + src, ok);
-    }
+    const int dst = key * kStride + (kSwizzle ? c ^ (key % 8) : c) * 8;
+    cp_async_16(smem_u32(sK + dst), k_cache + src, ok);
+    cp_async_16(smem_u32(sV + dst), v_cache + src, ok);
   }
 }
 

@@ -101,10 +101,17 @@
 // grid (256 blocks of 4 warps), both reading 2.15 GB from HBM: cuDNN's 16-byte cp.async
 // (LDGSTS) asks L2 for the 16 sectors a warp's 512 bytes need; ours for 24 (101 M sectors
 // against 67 M in all, 46 M of them L2 hits), and L2 is 94% busy in both. Ours are the zero-
-// fill form (a source size operand: LDGSTS...ZFILL), theirs are predicated instead:
-//   m3w4z  cp.async without a source size, a missing row's chunks zeroed by stores. Predicted:
-//          L2 sectors / 1.5; B = 8, 16k: MHA >= 4.3 TB/s, GQA >= 4.1; B = 1 a few % better.
-//   m2w4z  the same at 2 stages: m3w4z's figures within 3%.
+// fill form (a source size operand: LDGSTS...ZFILL), theirs predicated. Not that: rows m3w4z
+// and m2w4z (cp.async without a source size, a missing row zeroed by stores; commit e701c17)
+// asked for the same 101 M sectors and read the same TB/s (docs/results/h200-variants-12-
+// e701c17.md, h200-ncu-decode-sectors.txt), and were removed. What differs is where the 512
+// bytes land: our rows are padded to 272 bytes, so a 256-byte row of the cache lands across
+// three 128-byte lines of shared memory; the backward's kernels, whose rows are unpadded and
+// swizzled (step 07's c ^ row % 8), ask for exactly their sectors (same profile):
+//   m3w4s  unpadded rows, 16-byte chunk c of row r at c ^ (r % 8), for Q, K and V (ldmatrix
+//          addresses XOR the k step, as step 07's). Predicted: L2 sectors / 1.5; B = 8, 16k:
+//          MHA >= 4.3 TB/s, GQA >= 4.1; B = 1 a few % better.
+//   m2w4s  the same at 2 stages: m3w4s's figures within 3%.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -196,9 +203,9 @@ struct VariantKernels {
 template <int kStages, int kWarps, int kBlockN>
 using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
-          int kPrefetch = 0, bool kEarly = false, bool kZeroByStore = false>
+          int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false>
 using Mma = VariantKernels<
-    DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly, kZeroByStore>,
+    DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly, kSwizzle>,
     true>;
 
 struct S3W4 : Scalar<3, 4, 64> {
@@ -254,13 +261,13 @@ struct M3W4E : Mma<3, 4, 64, true, false, 0, true> {
   static constexpr const char* kName = "m3w4e";
   static constexpr const char* kLesson = "tensor cores, 3 stages, the combine scheduled at once";
 };
-struct M3W4Z : Mma<3, 4, 64, true, false, 0, false, true> {
-  static constexpr const char* kName = "m3w4z";
-  static constexpr const char* kLesson = "tensor cores, 3 stages, cp.async without zero fill";
+struct M3W4S : Mma<3, 4, 64, true, false, 0, false, true> {
+  static constexpr const char* kName = "m3w4s";
+  static constexpr const char* kLesson = "tensor cores, 3 stages, swizzled unpadded rows";
 };
-struct M2W4Z : Mma<2, 4, 64, true, false, 0, false, true> {
-  static constexpr const char* kName = "m2w4z";
-  static constexpr const char* kLesson = "tensor cores, 2 stages, cp.async without zero fill";
+struct M2W4S : Mma<2, 4, 64, true, false, 0, false, true> {
+  static constexpr const char* kName = "m2w4s";
+  static constexpr const char* kLesson = "tensor cores, 2 stages, swizzled unpadded rows";
 };
 struct M3W4R : Mma<3, 4, 64, false> {
   static constexpr const char* kName = "m3w4r";
@@ -317,10 +324,10 @@ std::vector<DecodeVariant> decode_variants() {
           make<M3W4E>("m3w4 letting the combine be scheduled at the attention's start",
                       "B=1 GQA 16k: +2 to +4 us saved of ~27 (>= 2.6 TB/s where m3w4 reads "
                       "2.4-2.55); B=8 MHA (one split, no combine): as m3w4"),
-          make<M3W4Z>("m3w4 with cp.async without a source size (missing rows zeroed by stores)",
+          make<M3W4S>("m3w4 with unpadded rows, chunks swizzled (c ^ row % 8)",
                       "B=8 16k: MHA >= 4.3 TB/s, GQA >= 4.1 (L2 sectors / 1.5, see above)"),
-          make<M2W4Z>("m2w4 with cp.async without a source size (missing rows zeroed by stores)",
-                      "m3w4z's figures within 3%")};
+          make<M2W4S>("m2w4 with unpadded rows, chunks swizzled (c ^ row % 8)",
+                      "m3w4s's figures within 3%")};
 }
 
 }  // namespace fa::step12
