@@ -112,6 +112,15 @@
 //          addresses XOR the k step, as step 07's). Predicted: L2 sectors / 1.5; B = 8, 16k:
 //          MHA >= 4.3 TB/s, GQA >= 4.1; B = 1 a few % better.
 //   m2w4s  the same at 2 stages: m3w4s's figures within 3%.
+// Measured (docs/results/h200-variants-12-ce43d7c.md, h200-ncu-decode-sectors.txt): the
+// sectors are now the 67 M the bytes need, no L2 hits; B = 8, MHA, 16k: 4.38 TB/s against
+// m3w4's 3.95, GQA 3.99 against 3.74; B = 1, 16k: MHA 3.80 against 3.49, GQA 2.62 against
+// 2.56. But not with pages of 64: 4.07 against m3w4's 4.09, 0.93 of the contiguous cache,
+// where the goal is 0.95. A paged tile's copies wait for its block-table read, which the
+// contiguous cache does not have; hidden while the copies waited on L2, no longer:
+//   m3w4sa m3w4s reading the next tile's table entry right after this tile's copies are
+//          issued. Predicted: contiguous as m3w4s; pages of 64, B = 8, 16k: within 5% of the
+//          contiguous cache (>= 4.15 TB/s MHA).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -203,10 +212,10 @@ struct VariantKernels {
 template <int kStages, int kWarps, int kBlockN>
 using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
-          int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false>
-using Mma = VariantKernels<
-    DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly, kSwizzle>,
-    true>;
+          int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, bool kTableAhead = false>
+using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch,
+                                           kEarly, kSwizzle, kTableAhead>,
+                           true>;
 
 struct S3W4 : Scalar<3, 4, 64> {
   static constexpr const char* kName = "s3w4";
@@ -264,6 +273,10 @@ struct M3W4E : Mma<3, 4, 64, true, false, 0, true> {
 struct M3W4S : Mma<3, 4, 64, true, false, 0, false, true> {
   static constexpr const char* kName = "m3w4s";
   static constexpr const char* kLesson = "tensor cores, 3 stages, swizzled unpadded rows";
+};
+struct M3W4SA : Mma<3, 4, 64, true, false, 0, false, true, true> {
+  static constexpr const char* kName = "m3w4sa";
+  static constexpr const char* kLesson = "m3w4s, each tile's table entry read a tile ahead";
 };
 struct M2W4S : Mma<2, 4, 64, true, false, 0, false, true> {
   static constexpr const char* kName = "m2w4s";
@@ -327,7 +340,9 @@ std::vector<DecodeVariant> decode_variants() {
           make<M3W4S>("m3w4 with unpadded rows, chunks swizzled (c ^ row % 8)",
                       "B=8 16k: MHA >= 4.3 TB/s, GQA >= 4.1 (L2 sectors / 1.5, see above)"),
           make<M2W4S>("m2w4 with unpadded rows, chunks swizzled (c ^ row % 8)",
-                      "m3w4s's figures within 3%")};
+                      "m3w4s's figures within 3%"),
+          make<M3W4SA>("m3w4s with each tile's block-table entry read one tile ahead",
+                       "contiguous: m3w4s's; pages of 64: within 5% of contiguous (B=8 16k)")};
 }
 
 }  // namespace fa::step12
