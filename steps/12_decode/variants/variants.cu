@@ -121,6 +121,13 @@
 //   m3w4sa m3w4s reading the next tile's table entry right after this tile's copies are
 //          issued. Predicted: contiguous as m3w4s; pages of 64, B = 8, 16k: within 5% of the
 //          contiguous cache (>= 4.15 TB/s MHA).
+// Measured (docs/results/h200-variants-12-99b9239.md): m3w4sa within 2% of m3w4s everywhere,
+// pages of 64 still 0.91 of contiguous at B = 8, MHA, 16k: not the table's latency. m2w4s (2
+// stages, 3 blocks per SM) keeps pages of 64 at 0.97 (4.40 against 4.52) and reads the most at
+// B = 8, but its rule's 43 splits at B = 1, GQA, 16k read 2.43 (m3w4s's 32: 2.59):
+//   m2w4s2 m2w4s with the registered rule's split counts (2 blocks per SM: 1 split at B = 8,
+//          MHA; 32 at B = 1, GQA, 16k). Predicted: B = 8 within 5% of m2w4s; B = 1, GQA, 16k
+//          at least m2w4s's.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -177,8 +184,9 @@ namespace {
 
 /// What DecodeStep needs of a configuration (decode_step.cuh), bf16 and d = 128 only: the
 /// scalar candidate's kernel (decode_kernel_v2.cuh) or the tensor-core one
-/// (decode_kernel_mma.cuh) with the configuration Traits.
-template <class Traits_, bool kMma>
+/// (decode_kernel_mma.cuh) with the configuration Traits; kRuleSlots: the blocks per SM the
+/// split rule counts (0: the occupancy the device reports).
+template <class Traits_, bool kMma, int kRuleSlots = 0>
 struct VariantKernels {
   using Traits = Traits_;
   static constexpr bool kCandidate = true;
@@ -193,7 +201,9 @@ struct VariantKernels {
   static const void* kernel() { return reinterpret_cast<const void*>(attention()); }
   static int num_splits(const DecodeProblem& p, int sm_count) {
     return wave_splits(p, sm_count, kRows, Traits::kBlockN,
-                       blocks_per_sm(kernel(), Traits::kThreads, Traits::kSmemBytes));
+                       kRuleSlots > 0
+                           ? kRuleSlots
+                           : blocks_per_sm(kernel(), Traits::kThreads, Traits::kSmemBytes));
   }
   static std::size_t smem_bytes(int) { return Traits::kSmemBytes; }
   template <int kHeadDim, class Element>
@@ -212,10 +222,11 @@ struct VariantKernels {
 template <int kStages, int kWarps, int kBlockN>
 using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
-          int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, bool kTableAhead = false>
+          int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, bool kTableAhead = false,
+          int kRuleSlots = 0>
 using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch,
                                            kEarly, kSwizzle, kTableAhead>,
-                           true>;
+                           true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
   static constexpr const char* kName = "s3w4";
@@ -277,6 +288,10 @@ struct M3W4S : Mma<3, 4, 64, true, false, 0, false, true> {
 struct M3W4SA : Mma<3, 4, 64, true, false, 0, false, true, true> {
   static constexpr const char* kName = "m3w4sa";
   static constexpr const char* kLesson = "m3w4s, each tile's table entry read a tile ahead";
+};
+struct M2W4S2 : Mma<2, 4, 64, true, false, 0, false, true, false, 2> {
+  static constexpr const char* kName = "m2w4s2";
+  static constexpr const char* kLesson = "m2w4s, splits counted for 2 blocks per SM";
 };
 struct M2W4S : Mma<2, 4, 64, true, false, 0, false, true> {
   static constexpr const char* kName = "m2w4s";
@@ -342,7 +357,9 @@ std::vector<DecodeVariant> decode_variants() {
           make<M2W4S>("m2w4 with unpadded rows, chunks swizzled (c ^ row % 8)",
                       "m3w4s's figures within 3%"),
           make<M3W4SA>("m3w4s with each tile's block-table entry read one tile ahead",
-                       "contiguous: m3w4s's; pages of 64: within 5% of contiguous (B=8 16k)")};
+                       "contiguous: m3w4s's; pages of 64: within 5% of contiguous (B=8 16k)"),
+          make<M2W4S2>("m2w4s with the splits the registered rule counts (2 blocks per SM)",
+                       "B=8: m2w4s's within 5%; B=1 GQA 16k: 32 splits, >= m2w4s's")};
 }
 
 }  // namespace fa::step12
