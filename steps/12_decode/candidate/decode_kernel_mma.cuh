@@ -45,7 +45,7 @@ using step07::pack_pair;
 /// the sum of two Elements (16 bits of P at bf16, 22 at fp16), or P rounded once as in step 07.
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
-          bool kSwizzle_ = false, bool kTableAhead_ = false>
+          bool kSwizzle_ = false, bool kTableAhead_ = false, bool kTouchAhead_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -72,6 +72,9 @@ struct DecodeTraitsMma {
   // the tile it will copy next iteration right after issuing this iteration's copies, so that
   // the read's latency passes behind the tile's products instead of before its copies.
   static constexpr bool kTableAhead = kTableAhead_;
+  // With kTableAhead: two lanes also ask L2 for one line of that next tile's K and V
+  // (prefetch.global.L2), so that its address translation is under way a tile early.
+  static constexpr bool kTouchAhead = kTouchAhead_;
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMaxRows = 16;  // one m16 tile of the products
@@ -98,6 +101,7 @@ struct DecodeTraitsMma {
   static_assert(kHeadDim % 16 == 0, "d in k16 steps");
   static_assert(!(kSwizzle && kBulk), "a bulk copy writes a row as it is: padded rows only");
   static_assert(!(kTableAhead && kBulk), "the table read ahead is for the cp.async path");
+  static_assert(!kTouchAhead || kTableAhead, "the line asked for is the tile read ahead");
   static_assert(!kSwizzle || kChunksPerRow % 8 == 0, "the swizzle permutes groups of 8 chunks");
   static_assert(kMergeBytes <= 2 * kStages * kTileBytes, "the merge fits in the stages");
 };
@@ -380,6 +384,12 @@ __global__ void __launch_bounds__(Traits::kThreads)
       if (next < t_end) load_tile(next, (stage + kS - 1) % kS, first_ahead);
       if (Traits::kTableAhead && tile_in_page && next + 1 < t_end)
         first_ahead = cache_row(p, b, (next + 1) * kN);  // used next iteration
+      if constexpr (Traits::kTableAhead && Traits::kTouchAhead) {
+        if (tid < 2 && first_ahead >= 0 && next + 1 < t_end) {
+          const Element* line = (tid == 0 ? k_cache : v_cache) + first_ahead + int64_t{g} * kD;
+          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(line));
+        }
+      }
       cp_async_commit();
       prefetch_tile(next + Traits::kPrefetch);
     }

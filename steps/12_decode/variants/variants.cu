@@ -128,6 +128,16 @@
 //   m2w4s2 m2w4s with the registered rule's split counts (2 blocks per SM: 1 split at B = 8,
 //          MHA; 32 at B = 1, GQA, 16k). Predicted: B = 8 within 5% of m2w4s; B = 1, GQA, 16k
 //          at least m2w4s's.
+// Measured (docs/results/h200-variants-12-3e0114e.md): m2w4s2 3.52 TB/s at B = 8, MHA, 16k
+// (m2w4s 4.43), 2.37 at B = 1, GQA, 16k: two stages need the third block per SM. So pages of
+// 64 lose with m3w4s (2 blocks per SM, 2 tiles ahead each) what they keep with m2w4s (3
+// blocks, 1 tile ahead): not the table read (m3w4sa), but each tile's first touch of a new
+// page of the pool, which a contiguous cache shares with its neighbours; more streams per SM
+// hide it. A guess at the translation of the address (a random page per tile against four
+// tiles per 2 MiB of a contiguous cache at MHA), tested by touching the next tile early:
+//   m3w4st m3w4sa with two lanes asking L2 for one line of the next tile's K and V
+//          (prefetch.global.L2) when its table entry is read. Predicted: pages of 64 within 5%
+//          of contiguous at B = 8, 16k (>= 4.15 TB/s MHA); contiguous as m3w4s.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -223,9 +233,9 @@ template <int kStages, int kWarps, int kBlockN>
 using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
           int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, bool kTableAhead = false,
-          int kRuleSlots = 0>
+          int kRuleSlots = 0, bool kTouchAhead = false>
 using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch,
-                                           kEarly, kSwizzle, kTableAhead>,
+                                           kEarly, kSwizzle, kTableAhead, kTouchAhead>,
                            true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
@@ -288,6 +298,10 @@ struct M3W4S : Mma<3, 4, 64, true, false, 0, false, true> {
 struct M3W4SA : Mma<3, 4, 64, true, false, 0, false, true, true> {
   static constexpr const char* kName = "m3w4sa";
   static constexpr const char* kLesson = "m3w4s, each tile's table entry read a tile ahead";
+};
+struct M3W4ST : Mma<3, 4, 64, true, false, 0, false, true, true, 0, true> {
+  static constexpr const char* kName = "m3w4st";
+  static constexpr const char* kLesson = "m3w4sa, one line of the next tile asked of L2";
 };
 struct M2W4S2 : Mma<2, 4, 64, true, false, 0, false, true, false, 2> {
   static constexpr const char* kName = "m2w4s2";
@@ -359,7 +373,9 @@ std::vector<DecodeVariant> decode_variants() {
           make<M3W4SA>("m3w4s with each tile's block-table entry read one tile ahead",
                        "contiguous: m3w4s's; pages of 64: within 5% of contiguous (B=8 16k)"),
           make<M2W4S2>("m2w4s with the splits the registered rule counts (2 blocks per SM)",
-                       "B=8: m2w4s's within 5%; B=1 GQA 16k: 32 splits, >= m2w4s's")};
+                       "B=8: m2w4s's within 5%; B=1 GQA 16k: 32 splits, >= m2w4s's"),
+          make<M3W4ST>("m3w4sa asking L2 for one line of the next tile's K and V",
+                       "pages of 64 within 5% of contiguous (B=8 16k); contiguous as m3w4s")};
 }
 
 }  // namespace fa::step12
