@@ -17,11 +17,11 @@ struct CandidateKernels {
   static constexpr const char* kName = "12_decode_v2";
   static constexpr const char* kLesson =
       "decoding, candidate kernel: S = Q K^T and O += P V on tensor cores, every warp its own "
-      "keys, three cp.async stages into swizzled rows, one page lookup per tile read a tile "
-      "ahead, a combine block per row";
+      "keys, three cp.async stages into swizzled rows, one page lookup per tile, a combine "
+      "block per row";
   static constexpr bool kCandidate = true;
   template <int kHeadDim>
-  using Traits = DecodeTraitsMma<kHeadDim, 3, 4, 64, true, false, 0, false, true, true>;
+  using Traits = DecodeTraitsMma<kHeadDim, 3, 4, 64, true, false, 0, false, true>;
   static constexpr int kRows = Traits<64>::kMaxRows;             // 16 rows per block
   static int num_splits(const DecodeProblem& p, int sm_count) {  // one wave (decode_params.cuh)
     return num_splits_for(p, sm_count, kRows, true);

@@ -45,7 +45,7 @@ using step07::pack_pair;
 /// the sum of two Elements (16 bits of P at bf16, 22 at fp16), or P rounded once as in step 07.
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
-          bool kSwizzle_ = false, bool kTableAhead_ = false, bool kTouchAhead_ = false>
+          bool kSwizzle_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -68,13 +68,6 @@ struct DecodeTraitsMma {
   // each 128-byte line of the cache in one 128-byte line of shared memory, which is what the
   // copies' requests to L2 follow (see variants/variants.cu, m3w4s).
   static constexpr bool kSwizzle = kSwizzle_;
-  // A tile's block-table entry read one tile ahead: the main loop looks up the first row of
-  // the tile it will copy next iteration right after issuing this iteration's copies, so that
-  // the read's latency passes behind the tile's products instead of before its copies.
-  static constexpr bool kTableAhead = kTableAhead_;
-  // With kTableAhead: two lanes also ask L2 for one line of that next tile's K and V
-  // (prefetch.global.L2), so that its address translation is under way a tile early.
-  static constexpr bool kTouchAhead = kTouchAhead_;
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMaxRows = 16;  // one m16 tile of the products
@@ -100,8 +93,6 @@ struct DecodeTraitsMma {
   static_assert(kBlockN % kWarps == 0 && kKeysPerWarp == 16, "a warp's keys: one k16 step");
   static_assert(kHeadDim % 16 == 0, "d in k16 steps");
   static_assert(!(kSwizzle && kBulk), "a bulk copy writes a row as it is: padded rows only");
-  static_assert(!(kTableAhead && kBulk), "the table read ahead is for the cp.async path");
-  static_assert(!kTouchAhead || kTableAhead, "the line asked for is the tile read ahead");
   static_assert(!kSwizzle || kChunksPerRow % 8 == 0, "the swizzle permutes groups of 8 chunks");
   static_assert(kMergeBytes <= 2 * kStages * kTileBytes, "the merge fits in the stages");
 };
@@ -258,7 +249,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   }
   // Tile `tile` into stage `stage`: cp.async as the CUDA-core candidate (split_tiles.cuh), or
   // with Traits::kBulk a bulk copy per row.
-  auto load_tile = [&](int tile, int stage, int64_t first_ahead = -1) {
+  auto load_tile = [&](int tile, int stage) {
     Element* sK = sKV + (2 * stage) * kN * kStride;
     Element* sV = sK + kN * kStride;
     if constexpr (kBulk) {  // a thread per row of K or V: one bulk copy, or zeros past the end
@@ -284,12 +275,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
         }
       }
     } else {
-      if constexpr (Traits::kTableAhead)
-        load_tile_async_from<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle>(
-            p, b, g, tile, key_end, first_ahead, sK, sV);
-      else
-        load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle>(p, b, g, tile, key_end,
-                                                                             sK, sV);
+      load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle>(p, b, g, tile, key_end,
+                                                                           sK, sV);
     }
   };
   // The rows of tile `tile` into L2 (Traits::kPrefetch), a thread per row of K or V.
@@ -310,9 +297,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   };
 #pragma unroll
   for (int s = 0; s < kS - 1; ++s) {
-    if (t_begin + s < t_end)
-      load_tile(t_begin + s, s,
-                Traits::kTableAhead && tile_in_page ? cache_row(p, b, (t_begin + s) * kN) : -1);
+    if (t_begin + s < t_end) load_tile(t_begin + s, s);
     cp_async_commit();
   }
   for (int s = 0; s < Traits::kPrefetch; ++s) prefetch_tile(t_begin + kS - 1 + s);
@@ -367,10 +352,6 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const uint32_t v_lane = Traits::chunk_offset(lane % 16, lane / 16);
   const uint32_t kv_base = smem_u32(sKV) + warp * kKeys * kRowBytes;
 
-  // The first row of the next tile the loop copies (Traits::kTableAhead).
-  int64_t first_ahead = Traits::kTableAhead && tile_in_page && t_begin + kS - 1 < t_end
-                            ? cache_row(p, b, (t_begin + kS - 1) * kN)
-                            : -1;
   for (int t = t_begin; t < t_end; ++t) {
     const int stage = (t - t_begin) % kS;
     if constexpr (kBulk) {
@@ -381,15 +362,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     __syncthreads();
     {
       const int next = t + kS - 1;
-      if (next < t_end) load_tile(next, (stage + kS - 1) % kS, first_ahead);
-      if (Traits::kTableAhead && tile_in_page && next + 1 < t_end)
-        first_ahead = cache_row(p, b, (next + 1) * kN);  // used next iteration
-      if constexpr (Traits::kTableAhead && Traits::kTouchAhead) {
-        if (tid < 2 && first_ahead >= 0 && next + 1 < t_end) {
-          const Element* line = (tid == 0 ? k_cache : v_cache) + first_ahead + int64_t{g} * kD;
-          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(line));
-        }
-      }
+      if (next < t_end) load_tile(next, (stage + kS - 1) % kS);
       cp_async_commit();
       prefetch_tile(next + Traits::kPrefetch);
     }

@@ -36,18 +36,16 @@ __device__ __forceinline__ SplitTiles split_tiles(const DecodeParams& p, int b, 
 /// multiples of kN): then its rows follow its first row, one block-table lookup per tile.
 /// kSwizzle: the rows unpadded (kStride == kD) with chunk c of row `key` stored at chunk
 /// c ^ (key % 8), instead of padded rows.
-/// `first`: cache_row(p, b, tile * kN), looked up by the caller when the tile lies in one page
-/// (load_tile_async below looks it up itself).
 template <int kD, int kN, int kStride, int kThreads, bool kSwizzle = false, class Element>
-__device__ __forceinline__ void load_tile_async_from(const DecodeParams& p, int b, int g, int tile,
-                                                     int key_end, int64_t first, Element* sK,
-                                                     Element* sV) {
+__device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, int g, int tile,
+                                                int key_end, Element* sK, Element* sV) {
   constexpr int kChunks = kD / 8;
   const Element* k_cache = static_cast<const Element*>(p.k_cache);
   const Element* v_cache = static_cast<const Element*>(p.v_cache);
   const int64_t row_elems = int64_t{p.heads_kv} * kD;
   const bool tile_in_page = !p.paged || p.page_size % kN == 0;
   const int pos0 = tile * kN;
+  const int64_t first = tile_in_page ? cache_row(p, b, pos0) : -1;
 #pragma unroll
   for (int x = threadIdx.x; x < kN * kChunks; x += kThreads) {
     const int key = x / kChunks, c = x % kChunks;
@@ -61,14 +59,6 @@ __device__ __forceinline__ void load_tile_async_from(const DecodeParams& p, int 
     cp_async_16(smem_u32(sK + dst), k_cache + src, ok);
     cp_async_16(smem_u32(sV + dst), v_cache + src, ok);
   }
-}
-
-template <int kD, int kN, int kStride, int kThreads, bool kSwizzle = false, class Element>
-__device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, int g, int tile,
-                                                int key_end, Element* sK, Element* sV) {
-  const bool tile_in_page = !p.paged || p.page_size % kN == 0;
-  const int64_t first = tile_in_page ? cache_row(p, b, tile * kN) : -1;
-  load_tile_async_from<kD, kN, kStride, kThreads, kSwizzle>(p, b, g, tile, key_end, first, sK, sV);
 }
 
 }  // namespace fa::step12

@@ -116,28 +116,26 @@
 // sectors are now the 67 M the bytes need, no L2 hits; B = 8, MHA, 16k: 4.38 TB/s against
 // m3w4's 3.95, GQA 3.99 against 3.74; B = 1, 16k: MHA 3.80 against 3.49, GQA 2.62 against
 // 2.56. But not with pages of 64: 4.07 against m3w4's 4.09, 0.93 of the contiguous cache,
-// where the goal is 0.95. A paged tile's copies wait for its block-table read, which the
-// contiguous cache does not have; hidden while the copies waited on L2, no longer:
-//   m3w4sa m3w4s reading the next tile's table entry right after this tile's copies are
-//          issued. Predicted: contiguous as m3w4s; pages of 64, B = 8, 16k: within 5% of the
-//          contiguous cache (>= 4.15 TB/s MHA).
-// Measured (docs/results/h200-variants-12-99b9239.md): m3w4sa within 2% of m3w4s everywhere,
-// pages of 64 still 0.91 of contiguous at B = 8, MHA, 16k: not the table's latency. m2w4s (2
-// stages, 3 blocks per SM) keeps pages of 64 at 0.97 (4.40 against 4.52) and reads the most at
-// B = 8, but its rule's 43 splits at B = 1, GQA, 16k read 2.43 (m3w4s's 32: 2.59):
+// where the goal is 0.95. Two guesses at what a paged tile waits for, each a row measured and
+// removed since:
+//   m3w4sa each tile's block-table entry read a tile ahead, right after this tile's copies
+//          (predicted: pages of 64 within 5% of contiguous). Measured at 99b9239
+//          (docs/results/h200-variants-12-99b9239.md): within 2% of m3w4s everywhere, pages of
+//          64 still 0.91 at B = 8, MHA, 16k. Not the table's latency.
+//   m3w4st m3w4sa with two lanes asking L2 for one line of the next tile's K and V
+//          (prefetch.global.L2), so that a new page's address translation starts a tile early
+//          (predicted the same). Measured at 5e4a635 (h200-variants-12-5e4a635.md): 3-4%
+//          slower than m3w4s, paged and contiguous alike.
+// m2w4s (2 stages, 3 blocks per SM) keeps pages of 64 at 0.97 (4.40 against 4.52 at B = 8,
+// MHA, 16k, h200-variants-12-99b9239.md) and reads the most at B = 8, but its rule's 43 splits
+// at B = 1, GQA, 16k read 2.43 (m3w4s's 32: 2.59):
 //   m2w4s2 m2w4s with the registered rule's split counts (2 blocks per SM: 1 split at B = 8,
 //          MHA; 32 at B = 1, GQA, 16k). Predicted: B = 8 within 5% of m2w4s; B = 1, GQA, 16k
 //          at least m2w4s's.
 // Measured (docs/results/h200-variants-12-3e0114e.md): m2w4s2 3.52 TB/s at B = 8, MHA, 16k
-// (m2w4s 4.43), 2.37 at B = 1, GQA, 16k: two stages need the third block per SM. So pages of
-// 64 lose with m3w4s (2 blocks per SM, 2 tiles ahead each) what they keep with m2w4s (3
-// blocks, 1 tile ahead): not the table read (m3w4sa), but each tile's first touch of a new
-// page of the pool, which a contiguous cache shares with its neighbours; more streams per SM
-// hide it. A guess at the translation of the address (a random page per tile against four
-// tiles per 2 MiB of a contiguous cache at MHA), tested by touching the next tile early:
-//   m3w4st m3w4sa with two lanes asking L2 for one line of the next tile's K and V
-//          (prefetch.global.L2) when its table entry is read. Predicted: pages of 64 within 5%
-//          of contiguous at B = 8, 16k (>= 4.15 TB/s MHA); contiguous as m3w4s.
+// (m2w4s 4.43), 2.37 at B = 1, GQA, 16k: two stages need the third block per SM. The step
+// registers m3w4s: the B = 1 goals met, pages of 64 at about 0.91 of the contiguous cache.
+// What the 3-stage kernel's paged tiles wait for is open; m2w4s's more blocks per SM hide it.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -232,11 +230,10 @@ struct VariantKernels {
 template <int kStages, int kWarps, int kBlockN>
 using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
-          int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, bool kTableAhead = false,
-          int kRuleSlots = 0, bool kTouchAhead = false>
-using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch,
-                                           kEarly, kSwizzle, kTableAhead, kTouchAhead>,
-                           true, kRuleSlots>;
+          int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0>
+using Mma = VariantKernels<
+    DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly, kSwizzle>,
+    true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
   static constexpr const char* kName = "s3w4";
@@ -295,15 +292,7 @@ struct M3W4S : Mma<3, 4, 64, true, false, 0, false, true> {
   static constexpr const char* kName = "m3w4s";
   static constexpr const char* kLesson = "tensor cores, 3 stages, swizzled unpadded rows";
 };
-struct M3W4SA : Mma<3, 4, 64, true, false, 0, false, true, true> {
-  static constexpr const char* kName = "m3w4sa";
-  static constexpr const char* kLesson = "m3w4s, each tile's table entry read a tile ahead";
-};
-struct M3W4ST : Mma<3, 4, 64, true, false, 0, false, true, true, 0, true> {
-  static constexpr const char* kName = "m3w4st";
-  static constexpr const char* kLesson = "m3w4sa, one line of the next tile asked of L2";
-};
-struct M2W4S2 : Mma<2, 4, 64, true, false, 0, false, true, false, 2> {
+struct M2W4S2 : Mma<2, 4, 64, true, false, 0, false, true, 2> {
   static constexpr const char* kName = "m2w4s2";
   static constexpr const char* kLesson = "m2w4s, splits counted for 2 blocks per SM";
 };
@@ -370,12 +359,8 @@ std::vector<DecodeVariant> decode_variants() {
                       "B=8 16k: MHA >= 4.3 TB/s, GQA >= 4.1 (L2 sectors / 1.5, see above)"),
           make<M2W4S>("m2w4 with unpadded rows, chunks swizzled (c ^ row % 8)",
                       "m3w4s's figures within 3%"),
-          make<M3W4SA>("m3w4s with each tile's block-table entry read one tile ahead",
-                       "contiguous: m3w4s's; pages of 64: within 5% of contiguous (B=8 16k)"),
           make<M2W4S2>("m2w4s with the splits the registered rule counts (2 blocks per SM)",
-                       "B=8: m2w4s's within 5%; B=1 GQA 16k: 32 splits, >= m2w4s's"),
-          make<M3W4ST>("m3w4sa asking L2 for one line of the next tile's K and V",
-                       "pages of 64 within 5% of contiguous (B=8 16k); contiguous as m3w4s")};
+                       "B=8: m2w4s's within 5%; B=1 GQA 16k: 32 splits, >= m2w4s's")};
 }
 
 }  // namespace fa::step12
