@@ -21,7 +21,9 @@ struct CandidateKernels {
       "block per row";
   static constexpr bool kCandidate = true;
   template <int kHeadDim>
-  using Traits = DecodeTraitsMma<kHeadDim, 3, 4, 64, true, false, 0, false, true>;
+  using Traits = DecodeTraitsMma<kHeadDim, /*kStages_=*/3, /*kWarps_=*/4, /*kBlockN_=*/64,
+                                 /*kSplitP_=*/true, /*kBulk_=*/false, /*kPrefetch_=*/0,
+                                 /*kEarlyTrigger_=*/false, /*kSwizzle_=*/true>;
   static constexpr int kRows = Traits<64>::kMaxRows;             // 16 rows per block
   static int num_splits(const DecodeProblem& p, int sm_count) {  // one wave (decode_params.cuh)
     return num_splits_for(p, sm_count, kRows, true);

@@ -94,6 +94,8 @@ struct DecodeTraitsMma {
   static_assert(kHeadDim % 16 == 0, "d in k16 steps");
   static_assert(!(kSwizzle && kBulk), "a bulk copy writes a row as it is: padded rows only");
   static_assert(!kSwizzle || kChunksPerRow % 8 == 0, "the swizzle permutes groups of 8 chunks");
+  static_assert(!kSwizzle || (kRowBytes & (kRowBytes - 1)) == 0,
+                "the ldmatrix addresses XOR the step: rows of a power-of-two size only");
   static_assert(kMergeBytes <= 2 * kStages * kTileBytes, "the merge fits in the stages");
 };
 
@@ -347,7 +349,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
   // ldmatrix lanes (step 07): K as the B of S, two n8 tiles of keys per x4: key lane % 8 +
   // 8 · (lane / 16), chunk (lane / 8) % 2; V transposed as the B of P V, two n8 tiles of
   // dims per x4: key lane % 16, chunk lane / 16.
-  // (With kSwizzle the chunk is XORed with the row's low 3 bits, lane % 8 for both.)
+  // (With kSwizzle the chunk is XORed with the row's low 3 bits, lane % 8 for both; the chunk
+  // of step j is 2j + c0 = 2j ^ c0 with c0 < 2, so chunk_offset(r, 2j + c0) is
+  // chunk_offset(r, c0) ^ 32·j while 32·j stays below the row's power-of-two size.)
   const uint32_t k_lane = Traits::chunk_offset(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
   const uint32_t v_lane = Traits::chunk_offset(lane % 16, lane / 16);
   const uint32_t kv_base = smem_u32(sKV) + warp * kKeys * kRowBytes;
@@ -500,8 +504,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
 // split with its loads independent of each other, and the warps' sums are added in shared
 // memory. The same merge as combine_row (combine.cuh), written for many splits. It waits for
 // the attention kernel with griddepcontrol.wait: launched as its programmatic dependent, its
-// launch is prepared while the attention runs (the attention does not signal early, so its
-// blocks start once the attention's last block has exited).
+// launch is prepared while the attention runs (unless Traits::kEarlyTrigger, the attention
+// does not signal early, so its blocks start once the attention's last block has exited).
 // ---------------------------------------------------------------------------------------------
 constexpr int kCombineWarps = 4;
 

@@ -40,6 +40,7 @@ template <int kD, int kN, int kStride, int kThreads, bool kSwizzle = false, clas
 __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, int g, int tile,
                                                 int key_end, Element* sK, Element* sV) {
   constexpr int kChunks = kD / 8;
+  static_assert(!kSwizzle || (kStride == kD && kChunks % 8 == 0), "swizzled rows are unpadded");
   const Element* k_cache = static_cast<const Element*>(p.k_cache);
   const Element* v_cache = static_cast<const Element*>(p.v_cache);
   const int64_t row_elems = int64_t{p.heads_kv} * kD;

@@ -17,9 +17,10 @@
 // instruction per cycle), so a scheduler with w warps issues min(1, w / c) per cycle. At
 // 1.97 GHz on 132 SMs, 4.5 TB/s is 17.3 bytes per cycle and SM: 2.07 instructions per cycle
 // and SM at MHA (0.52 per scheduler) and 3.64 at GQA (0.91 per scheduler) are needed. The
-// split rule of every variant is wave_splits(), with the occupancy the device reports, so that
-// a configuration that fits 3 blocks per SM gets a grid that fills them (the registered rule
-// counts 2 per SM). Bytes in flight per SM, against Little's ≈ 34 KB (decode_params.cuh).
+// split rule of every variant is wave_splits(), with the occupancy the device reports (m2w4s2:
+// 2 per SM, kRuleSlots), so that a configuration that fits 3 blocks per SM gets a grid that
+// fills them (the registered rule counts 2 per SM). Bytes in flight per SM, against Little's ≈ 34
+// KB (decode_params.cuh).
 //
 //   s3w4   3 stages, 4 warps, tiles of 64 (the registered configuration, 108.5 KB, 144
 //          registers): 2 blocks, 8 warps per SM, 2 per scheduler: 0.43 / 0.39 issued, needed
@@ -48,9 +49,9 @@
 // 144 per thread) or a QK loop of 4 lanes per key (8 warps over 64 keys): not built here.
 //
 // The tensor-core kernel (candidate/decode_kernel_mma.cuh), 4 warps over 64-key tiles, 150
-// registers, no spills. Per warp and tile at d = 128 (P rounded once; the two-part P adds 16
-// mma): 16 ldmatrix + 32 mma + ≈ 60 for the
-// softmax and the rescale of O (64 FMUL) + 16 cp.async with ≈ 40 addressing + ≈ 20 loop and
+// registers as first written (165–166 as measured later, with the two-part P), no spills. Per warp
+// and tile at d = 128 (P rounded once; the two-part P adds 16 mma): 16 ldmatrix + 32 mma + ≈ 60 for
+// the softmax and the rescale of O (64 FMUL) + 16 cp.async with ≈ 40 addressing + ≈ 20 loop and
 // barrier ≈ 190, whatever the rows (≤ 16): ≈ 760 per 32 KiB, 43 bytes per instruction
 // (8.4 and 4.75 for the scalar kernel): 17.3 bytes per cycle and SM need 0.1 instructions
 // per scheduler and cycle. No longer bound by issue but by the bytes:
@@ -114,27 +115,29 @@
 //   m2w4s  the same at 2 stages: m3w4s's figures within 3%.
 // Measured (docs/results/h200-variants-12-ce43d7c.md, h200-ncu-decode-sectors.txt): the
 // sectors are now the 67 M the bytes need, no L2 hits; B = 8, MHA, 16k: 4.38 TB/s against
-// m3w4's 3.95, GQA 3.99 against 3.74; B = 1, 16k: MHA 3.80 against 3.49, GQA 2.62 against
-// 2.56. But not with pages of 64: 4.07 against m3w4's 4.09, 0.93 of the contiguous cache,
+// m3w4's 3.95, GQA 3.99 against 3.74 (GQA's 4.1 missed); B = 1, 16k: MHA 3.80 against 3.49,
+// GQA 2.62 against 2.56; m2w4s within 3% at B = 8, not at B = 1 (GQA 16k 2.39: its 43
+// splits). But not with pages of 64: 4.07 against m3w4's 4.09, 0.93 of the contiguous cache,
 // where the goal is 0.95. Two guesses at what a paged tile waits for, each a row measured and
 // removed since:
 //   m3w4sa each tile's block-table entry read a tile ahead, right after this tile's copies
 //          (predicted: pages of 64 within 5% of contiguous). Measured at 99b9239
-//          (docs/results/h200-variants-12-99b9239.md): within 2% of m3w4s everywhere, pages of
+//          (docs/results/h200-variants-12-99b9239.md): within 3% of m3w4s everywhere, pages of
 //          64 still 0.91 at B = 8, MHA, 16k. Not the table's latency.
 //   m3w4st m3w4sa with two lanes asking L2 for one line of the next tile's K and V
 //          (prefetch.global.L2), so that a new page's address translation starts a tile early
-//          (predicted the same). Measured at 5e4a635 (h200-variants-12-5e4a635.md): 3-4%
+//          (predicted the same). Measured at 5e4a635 (h200-variants-12-5e4a635.md): 2-4%
 //          slower than m3w4s, paged and contiguous alike.
 // m2w4s (2 stages, 3 blocks per SM) keeps pages of 64 at 0.97 (4.40 against 4.52 at B = 8,
 // MHA, 16k, h200-variants-12-99b9239.md) and reads the most at B = 8, but its rule's 43 splits
 // at B = 1, GQA, 16k read 2.43 (m3w4s's 32: 2.59):
-//   m2w4s2 m2w4s with the registered rule's split counts (2 blocks per SM: 1 split at B = 8,
-//          MHA; 32 at B = 1, GQA, 16k). Predicted: B = 8 within 5% of m2w4s; B = 1, GQA, 16k
-//          at least m2w4s's.
+//   m2w4s2 m2w4s with its splits counted for 2 blocks per SM (the registered rule's counts on
+//          the shapes timed: 1 split at B = 8, MHA; 32 at B = 1, GQA, 16k). Predicted: B = 8
+//          within 5% of m2w4s; B = 1, GQA, 16k at least m2w4s's.
 // Measured (docs/results/h200-variants-12-3e0114e.md): m2w4s2 3.52 TB/s at B = 8, MHA, 16k
-// (m2w4s 4.43), 2.37 at B = 1, GQA, 16k: two stages need the third block per SM. The step
-// registers m3w4s: the B = 1 goals met, pages of 64 at about 0.91 of the contiguous cache.
+// (m2w4s 4.43), 2.37 at B = 1, GQA, 16k (m2w4s 2.40): both predictions missed; two stages need
+// the third block per SM. The step registers m3w4s: the B = 1 goals met, pages of 64 at
+// 0.91–0.93 of the contiguous cache (0.92 at ffd1e10, B = 8, MHA, 16k).
 // What the 3-stage kernel's paged tiles wait for is open; m2w4s's more blocks per SM hide it.
 #include <cuda_bf16.h>
 
