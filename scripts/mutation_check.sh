@@ -39,7 +39,8 @@ for name in "${!mutants[@]}"; do
     echo "mutant $name: SURVIVED (the tests passed)"; survived=1
   else
     echo "mutant $name: caught — $(grep -m1 -E 'test cases:' "$work/$name.log")"
-    grep -m1 -E "rel_err|mismatches|FAILED" "$work/$name.log" | sed 's/^/    /'
+    # The copy's own path is of no use in the report: the test file's path from the tree's root.
+    grep -m1 -E "rel_err|mismatches|FAILED" "$work/$name.log" | sed "s#$work/$name/##; s/^/    /"
   fi
 done
 exit $survived
