@@ -230,9 +230,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const Element* q_all = static_cast<const Element*>(p.q);
   const Element* do_all = static_cast<const Element*>(p.d_o);
   // kDetCompiled: a constant, so the dQ stores below compile to the one kind the mode uses.
-  // Read at run time, the choice between a plain store and an atomic at each of a warp's 16
-  // dQ pairs per Q tile may be compiled to both, predicated (an STG issued with its predicate
-  // off beside every REDG).
+  // Read at run time (fa2), ptxas (sm_90) compiles the choice at each of a warp's 16 dQ pairs
+  // per Q tile to both: an STG predicated on the mode, issued with its predicate off when the
+  // mode is off, then a predicated branch around the REDG.
   auto deterministic = [&] { return Traits::kDetCompiled ? Deterministic : p.deterministic; };
 
   // The Q tiles this CTA visits: for each query head of the group, the tiles from the one
