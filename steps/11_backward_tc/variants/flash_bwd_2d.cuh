@@ -460,8 +460,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // without them writes the same bits. Any tile with a tail row, a tail key or a causal
     // pair hidden takes the selects as before; the exact path (non-finite inputs) is taken
     // only on a tile that hides a pair, never on one found mask-free.
-    const bool mask_free = Traits::kMaskFree && i0 + kBlockM <= p.n_q &&
-                           j0 + kBlockN <= p.n_kv &&
+    const bool mask_free = Traits::kMaskFree && i0 + kBlockM <= p.n_q && j0 + kBlockN <= p.n_kv &&
                            !tile_hides_a_pair<IsCausal>(i0, j0, kBlockN, p.n_q, p.n_kv);
     if (mask_free)
       p_ds(std::false_type{});

@@ -29,8 +29,8 @@ Variant make_variant_2d(std::string name, std::string change) {
              (T::kDqFirst ? " before dK, dV" : " after dK, dV") + ", tiles in order" +
              (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
              (T::kSUnroll == T::kKStepsS ? ", S/dP k loop unrolled"
-              : T::kSUnroll > 1          ? ", S/dP k loop unrolled by " + std::to_string(T::kSUnroll)
-                                         : std::string()) +
+              : T::kSUnroll > 1 ? ", S/dP k loop unrolled by " + std::to_string(T::kSUnroll)
+                                : std::string()) +
              (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
              (T::kTileCounter ? ", tile counters" : "");
   v.head_dim = T::kHeadDim;
