@@ -1,5 +1,6 @@
 // flash_bwd_2d.cuh — step 11's backward with FlashAttention-2's two-dimensional warp layouts
-// (d = 128): a kernel of its own for bin/variants_11 (rows "fa2" and "fa2q"), not the step's.
+// (d = 128): a kernel of its own for bin/variants_11 (rows "fa2", "fa2q" and, with the
+// switches of Bwd2dTraits, "fa2m", "fa2u", "fa2mc", "fa2uf"), not the step's.
 //
 // The step's kernel (flash_bwd_kernel.cuh) gives each of its 8 warps 16 keys and computes
 // everything with those keys as the rows: Pᵀ and dSᵀ stay in registers for dV and dK, but
@@ -53,6 +54,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../flash_bwd_kernel.cuh"
 
@@ -60,12 +62,24 @@ namespace fa::step11 {
 
 /// \brief The tiles of the two-dimensional kernel. It has the members the step's preprocessing
 /// and convert kernels read (Element, kBlockM, kBlockN, kHeadDim, kNumThreads) and those of
-/// load_tile_async (kChunksPerRow, kRowBytes, swizzle). kDqFirst: each Q tile's dQ (and its
-/// atomics) before dV and dK instead of after them.
-template <int kHeadDim_, class Element_, bool kDqFirst_ = false>
+/// load_tile_async (kChunksPerRow, kRowBytes, swizzle). The switches, all off in row fa2:
+///   kDqFirst     each Q tile's dQ (and its atomics) before dV and dK instead of after them
+///   kMaskFree    a Q tile that needs no mask (decided once per tile for the whole CTA) writes
+///                P and dS without the per-element selects ("P and dS" in the kernel)
+///   kSUnroll     the k loop of S and dP unrolled by 1 (a loop, as in fa2), 2 (a loop of two
+///                steps) or kHeadDim / 16 (no loop); above 1 its first step's mmas take C = 0
+///   kDetCompiled the deterministic mode a template argument of the kernel (two kernels per
+///                mask, chosen on the host) instead of p.deterministic read at run time
+///   kTileCounter the visited tile's head and first row kept by counters, not divided out
+template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_ = false,
+          int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false>
 struct Bwd2dTraits {
   using Element = Element_;
   static constexpr bool kDqFirst = kDqFirst_;
+  static constexpr bool kMaskFree = kMaskFree_;
+  static constexpr int kSUnroll = kSUnroll_;
+  static constexpr bool kDetCompiled = kDetCompiled_;
+  static constexpr bool kTileCounter = kTileCounter_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 64;   // query rows per Q tile
   static constexpr int kBlockN = 128;  // keys per CTA
@@ -79,6 +93,7 @@ struct Bwd2dTraits {
   static constexpr int kSKeys = kBlockN / kSWarpsN;                // 32
   static constexpr int kSMt = kSRows / 16, kSNt = kSKeys / 8;
   static constexpr int kKStepsS = kHeadDim / 16;
+  static_assert(kSUnroll == 1 || kSUnroll == 2 || kSUnroll == kKStepsS, "1, 2 or every step");
   // dV, dK: warps 4 (keys) × 2 (dims), each 32 keys × 64 dims: 2 m16 × 8 n8.
   static constexpr int kKvWarpsN = 2;
   static constexpr int kKvKeys = kBlockN / (kNumWarps / kKvWarpsN);  // 32
@@ -133,6 +148,27 @@ struct Bwd2dTraits {
   }
 };
 
+/// \brief d = a · b, an m16n8k16 mma whose C is zero (the first k step of a product): the
+/// accumulators need no zeroing beforehand, and ptxas reads the zero C from RZ (kSUnroll).
+template <class Element>
+__device__ __forceinline__ void mma_m16n8k16_zero_c(float (&d)[4], const uint32_t (&a)[4],
+                                                    uint32_t b0, uint32_t b1) {
+  static_assert(std::is_same_v<Element, __nv_bfloat16> || std::is_same_v<Element, __half>,
+                "Element must be __nv_bfloat16 or __half");
+  constexpr bool kBf16 = std::is_same_v<Element, __nv_bfloat16>;
+  if constexpr (kBf16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+  }
+}
+
 /// \brief The exact path's dQ_acc += dS K for one Q tile, pair by pair (dS: [row][key] tile).
 /// Not inlined, as the step's exact_dq: it runs while the caller holds dK and dV.
 template <class Traits, bool IsCausal>
@@ -162,8 +198,9 @@ __device__ __noinline__ void exact_dq_2d(const BwdParams& p, const unsigned char
 
 /// \brief The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), block: kNumThreads, smem:
 /// kSmemBytes. The visits, copies and masks are the step's flash_bwd_kernel's; the products
-/// are laid out as at the top of this file.
-template <class Traits, bool IsCausal>
+/// are laid out as at the top of this file. Deterministic: the mode, read only with
+/// Traits::kDetCompiled (then p.deterministic must equal it; otherwise p.deterministic is read).
+template <class Traits, bool IsCausal, bool Deterministic = false>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     flash_bwd_2d_kernel(const __grid_constant__ BwdParams p) {
   using Element = typename Traits::Element;
@@ -192,6 +229,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const Element* v_head = static_cast<const Element*>(p.v) + kv_off;
   const Element* q_all = static_cast<const Element*>(p.q);
   const Element* do_all = static_cast<const Element*>(p.d_o);
+  // kDetCompiled: a constant, so the dQ stores below compile to the one kind the mode uses.
+  // Read at run time (fa2), ptxas (sm_90) compiles the choice at each of a warp's 16 dQ pairs
+  // per Q tile to both: an STG predicated on the mode, issued with its predicate off when the
+  // mode is off, then a predicated branch around the REDG.
+  auto deterministic = [&] { return Traits::kDetCompiled ? Deterministic : p.deterministic; };
 
   // The Q tiles this CTA visits: for each query head of the group, the tiles from the one
   // holding the first row that sees key j0 to the last (the step's order, no stagger).
@@ -203,9 +245,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     *h = h_kv * p.group + it / num_m;
     *i0 = i_first + (it % num_m) * kBlockM;
   };
-  auto load_q_async = [&](int it, int stage) {
-    int h, i0;
-    tile_of(it, &h, &i0);
+  auto load_q_tile_async = [&](int h, int i0, int stage) {
     const int q_off = b * p.q_batch_stride + h * p.q_head_stride + i0 * p.q_row_stride;
     load_tile_async<Traits, kBlockM>(sQ + stage * Traits::kQBytes, q_all + q_off, p.q_row_stride,
                                      p.n_q - i0);
@@ -217,6 +257,19 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       cp_async_4(sL + stage * Traits::kRowVecBytes + 4 * tid, p.lse + r, i < p.n_q);
       cp_async_4(sD + stage * Traits::kRowVecBytes + 4 * tid, p.delta + r, i < p.n_q);
     }
+  };
+  auto load_q_async = [&](int it, int stage) {
+    int h, i0;
+    tile_of(it, &h, &i0);
+    load_q_tile_async(h, i0, stage);
+  };
+  // kTileCounter: the tile after (h, i0), by the order of tile_of (the next row tile, or the
+  // group's next head from i_first): one add and one compare, where tile_of divides by num_m
+  // (an integer division, twice per tile: this tile and the next one's copies).
+  auto next_tile = [&](int h, int i0, int* h_next, int* i0_next) {
+    const bool wrap = i0 + kBlockM >= p.n_q;  // i0 is the head's last tile
+    *h_next = wrap ? h + 1 : h;
+    *i0_next = wrap ? i_first : i0 + kBlockM;
   };
 
   // Prologue: K, V and the first Q tile in one group.
@@ -268,10 +321,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const uint32_t pt_lane = (lane % 8 + 8 * (lane / 16)) * kPRowBytes + 16 * ((lane / 8) % 2);
   const uint32_t ds_lane = (lane % 16) * kPRowBytes + 16 * (lane / 16);
 
+  int h_next = h_kv * p.group, i0_next = i_first;  // kTileCounter: tile_of(0)
   for (int it = 0; it < visits; ++it) {
     const int stage = it % Traits::kStages;
     int h, i0;
-    tile_of(it, &h, &i0);
+    if constexpr (Traits::kTileCounter) {
+      h = h_next;
+      i0 = i0_next;
+      next_tile(h, i0, &h_next, &i0_next);
+    } else {
+      tile_of(it, &h, &i0);
+    }
     const uint32_t sQs = sQ + stage * Traits::kQBytes, sdOs = sdO + stage * Traits::kQBytes;
     const float* lse =
         reinterpret_cast<const float*>(smem + Traits::kOffL + stage * Traits::kRowVecBytes);
@@ -282,19 +342,26 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // P and dS); then the next tile's copies go to the other stage.
     cp_async_wait<0>();
     __syncthreads();
-    if (it + 1 < visits) load_q_async(it + 1, (it + 1) % Traits::kStages);
+    if (it + 1 < visits) {
+      if constexpr (Traits::kTileCounter)
+        load_q_tile_async(h_next, i0_next, (it + 1) % Traits::kStages);
+      else
+        load_q_async(it + 1, (it + 1) % Traits::kStages);
+    }
     cp_async_commit();
 
     // ---- S = Q Kᵀ and dP = dO Vᵀ: the warp's 32 rows × 32 keys ----------------------------
     float s[kSMt][kSNt][4], dp[kSMt][kSNt][4];
-#pragma unroll
-    for (int mt = 0; mt < kSMt; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kSNt; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nt][e] = dp[mt][nt][e] = 0.f;
-#pragma unroll 1  // 128 + 64 accumulators live: no fragments of a second step loaded ahead
-    for (int ks = 0; ks < Traits::kKStepsS; ++ks) {
+    // One k16 step (16 dims of Q, dO, K, V): 8 ldmatrix.x4, 16 mmas. kZeroC: the first step,
+    // whose mmas write the accumulators with C = 0 instead of adding to zeroed ones.
+    auto s_dp_step = [&](int ks, auto zero_c) {
+      constexpr bool kZeroC = decltype(zero_c)::value;
+      auto mma = [](float(&c)[4], const uint32_t(&a)[4], uint32_t b0, uint32_t b1) {
+        if constexpr (kZeroC)
+          mma_m16n8k16_zero_c<Element>(c, a, b0, b1);
+        else
+          mma_m16n8k16<Element>(c, a, b0, b1);
+      };
       uint32_t aq[kSMt][4], ao[kSMt][4];
 #pragma unroll
       for (int mt = 0; mt < kSMt; ++mt) {
@@ -308,42 +375,97 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         ldmatrix_x4(bv, sV + (s_n + 16 * np) * kRowBytes + (b_lane ^ (32 * ks)));
 #pragma unroll
         for (int mt = 0; mt < kSMt; ++mt) {
-          mma_m16n8k16<Element>(s[mt][2 * np], aq[mt], bk[0], bk[1]);
-          mma_m16n8k16<Element>(s[mt][2 * np + 1], aq[mt], bk[2], bk[3]);
-          mma_m16n8k16<Element>(dp[mt][2 * np], ao[mt], bv[0], bv[1]);
-          mma_m16n8k16<Element>(dp[mt][2 * np + 1], ao[mt], bv[2], bv[3]);
+          mma(s[mt][2 * np], aq[mt], bk[0], bk[1]);
+          mma(s[mt][2 * np + 1], aq[mt], bk[2], bk[3]);
+          mma(dp[mt][2 * np], ao[mt], bv[0], bv[1]);
+          mma(dp[mt][2 * np + 1], ao[mt], bv[2], bv[3]);
         }
       }
+    };
+    if constexpr (Traits::kSUnroll == Traits::kKStepsS) {
+      // The 8 steps unrolled: no loop counter, compare or branch, the swizzle's XOR along d a
+      // constant of each step, and the first step's mmas take C = 0 (RZ), so the 64
+      // accumulators are not zeroed (32 CS2R per warp and Q tile in the loop's version).
+      s_dp_step(0, std::true_type{});
+#pragma unroll
+      for (int ks = 1; ks < Traits::kKStepsS; ++ks) s_dp_step(ks, std::false_type{});
+    } else if constexpr (Traits::kSUnroll == 2) {
+      // Two steps per pass: the first pair outside the loop (its first step with C = 0, no
+      // zeroing), then 3 passes of two steps: half the loop's counters and branches, and the
+      // fragments of one step at most loaded ahead of the other's mmas.
+      s_dp_step(0, std::true_type{});
+      s_dp_step(1, std::false_type{});
+#pragma unroll 1
+      for (int ks = 2; ks < Traits::kKStepsS; ks += 2) {
+        s_dp_step(ks, std::false_type{});
+        s_dp_step(ks + 1, std::false_type{});
+      }
+    } else {
+#pragma unroll
+      for (int mt = 0; mt < kSMt; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kSNt; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nt][e] = dp[mt][nt][e] = 0.f;
+#pragma unroll 1  // 128 + 64 accumulators live: no fragments of a second step loaded ahead
+      for (int ks = 0; ks < Traits::kKStepsS; ++ks) s_dp_step(ks, std::false_type{});
     }
 
     // ---- P and dS, masked by selects, → shared memory (16 bits) ---------------------------
     // s[mt][nt][2hh + e]: row s_m + 16mt + g + 8hh, key s_n + 8nt + 2t + e of the tiles.
+    // kMasked false: the same values without the selects, for a tile where every pair is
+    // visible (mask_free below).
+    auto p_ds = [&](auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
 #pragma unroll
-    for (int mt = 0; mt < kSMt; ++mt) {
+      for (int mt = 0; mt < kSMt; ++mt) {
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int row = s_m + 16 * mt + g + 8 * hh;
-        const int limit = kv_limit<IsCausal>(i0 + row, p.n_q, p.n_kv) - j0;  // keys of the tile
-        const bool row_ok = i0 + row < p.n_q;
-        const float l2 = lse[row] * kLog2e, dlt = delta[row];
+        for (int hh = 0; hh < 2; ++hh) {
+          const int row = s_m + 16 * mt + g + 8 * hh;
+          const int limit = kv_limit<IsCausal>(i0 + row, p.n_q, p.n_kv) - j0;  // tile's keys
+          const bool row_ok = i0 + row < p.n_q;
+          const float l2 = lse[row] * kLog2e, dlt = delta[row];
 #pragma unroll
-        for (int nt = 0; nt < kSNt; ++nt) {
-          const int key = s_n + 8 * nt + 2 * t;
-          float pv[2], dsv[2];
+          for (int nt = 0; nt < kSNt; ++nt) {
+            const int key = s_n + 8 * nt + 2 * t;
+            float pv[2], dsv[2];
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int x = 2 * hh + e;
-            const bool vis = row_ok && key + e < limit;
-            const float pr = exp2f(fmaf(s[mt][nt][x], p.scale_log2, -l2));
-            pv[e] = vis ? pr : 0.f;
-            dsv[e] = vis ? pv[e] * (dp[mt][nt][x] - dlt) : 0.f;
+            for (int e = 0; e < 2; ++e) {
+              const int x = 2 * hh + e;
+              if constexpr (kMasked) {
+                const bool vis = row_ok && key + e < limit;
+                const float pr = exp2f(fmaf(s[mt][nt][x], p.scale_log2, -l2));
+                pv[e] = vis ? pr : 0.f;
+                dsv[e] = vis ? pv[e] * (dp[mt][nt][x] - dlt) : 0.f;
+              } else {
+                pv[e] = exp2f(fmaf(s[mt][nt][x], p.scale_log2, -l2));
+                dsv[e] = pv[e] * (dp[mt][nt][x] - dlt);
+              }
+            }
+            const uint32_t at = row * kPRowBytes + 2 * key;
+            st_shared_u32(sP + at, pack_pair<Element>(pv[0], pv[1]));
+            st_shared_u32(sDs + at, pack_pair<Element>(dsv[0], dsv[1]));
           }
-          const uint32_t at = row * kPRowBytes + 2 * key;
-          st_shared_u32(sP + at, pack_pair<Element>(pv[0], pv[1]));
-          st_shared_u32(sDs + at, pack_pair<Element>(dsv[0], dsv[1]));
         }
       }
-    }
+    };
+    // kMaskFree: does this tile need no mask? Decided from i0, j0, N_q and N_kv alone, so the
+    // same in every thread of the CTA (no divergence). It needs none when
+    //   - every row is real: i0 + kBlockM <= N_q (row_ok holds for each row < kBlockM),
+    //   - every key is real: j0 + kBlockN <= N_kv, and
+    //   - no row misses a key of the tile: !tile_hides_a_pair, which, with the keys real, is
+    //     kv_limit(i0) >= j0 + kBlockN (always so without causal: kv_limit = N_kv); kv_limit
+    //     grows with the row, so every row's limit − j0 is >= kBlockN > key + e.
+    // Then vis is true for every pair, each select returns its first operand, and the path
+    // without them writes the same bits. Any tile with a tail row, a tail key or a causal
+    // pair hidden takes the selects as before; the exact path (non-finite inputs) is taken
+    // only on a tile that hides a pair, never on one found mask-free.
+    const bool mask_free = Traits::kMaskFree && i0 + kBlockM <= p.n_q && j0 + kBlockN <= p.n_kv &&
+                           !tile_hides_a_pair<IsCausal>(i0, j0, kBlockN, p.n_q, p.n_kv);
+    if (mask_free)
+      p_ds(std::false_type{});
+    else
+      p_ds(std::true_type{});
 
     // P and dS are published. On a tile that hides a pair, the same barrier asks whether an
     // input holds an inf or a NaN (the exact path).
@@ -354,7 +476,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     else
       __syncthreads();
 
-    float* dq_rows = p.dq_acc + (p.deterministic ? n_blk * p.q_elems : 0) +
+    float* dq_rows = p.dq_acc + (deterministic() ? n_blk * p.q_elems : 0) +
                      ((b * p.heads_q + h) * p.n_q + i0) * kHeadDim;
 
     if (!exact) {
@@ -425,7 +547,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
             for (int nt = 0; nt < kQNt; ++nt) {
               float* at = dq_rows + row * kHeadDim + q_d + 8 * nt + 2 * t;
               const float v0 = acc_dq[mt][nt][2 * hh], v1 = acc_dq[mt][nt][2 * hh + 1];
-              if (p.deterministic) {
+              if (deterministic()) {
                 *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
               } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -521,8 +643,11 @@ void run_flash_bwd_2d(const BwdParams& p, cudaStream_t stream) {
   constexpr int kThreads = 256;
   bwd_preprocess_kernel<Element><<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();
-  const auto kernel =
-      p.causal ? flash_bwd_2d_kernel<Traits, true> : flash_bwd_2d_kernel<Traits, false>;
+  auto kernel = p.causal ? flash_bwd_2d_kernel<Traits, true> : flash_bwd_2d_kernel<Traits, false>;
+  if constexpr (Traits::kDetCompiled)  // a kernel for each mode, its argument p.deterministic
+    if (p.deterministic)
+      kernel = p.causal ? flash_bwd_2d_kernel<Traits, true, true>
+                        : flash_bwd_2d_kernel<Traits, false, true>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Traits::kSmemBytes));
   const dim3 grid((p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN, p.batch * p.heads_kv);
