@@ -139,6 +139,23 @@
 // the third block per SM. The step registers m3w4s: the B = 1 goals met, pages of 64 at
 // 0.91–0.93 of the contiguous cache (0.92 at ffd1e10, B = 8, MHA, 16k).
 // What the 3-stage kernel's paged tiles wait for is open; m2w4s's more blocks per SM hide it.
+// At ffd1e10 (h200-variants-12-ffd1e10.md) m2w4s reads as much as m3w4s or more at B = 8
+// (16k: MHA 4.38 against 4.39, GQA 4.01 against 3.99; pages of 64: 4.24 against 4.06, 3.84
+// against 3.71) and less at B = 1, where its 3-slot rule cuts the keys finer (GQA 16k: 43
+// splits of 6 tiles, 2.41 against 2.63 in 32 of 8; MHA 4k: 11 of 6, 2.57 against 2.71):
+//   h23s   per problem, m2w4s's kernel and 3-slot rule where that rule gives each split at least
+//          8 tiles of 64 keys (or 1 split), m3w4s's kernel and the 2-slot count elsewhere
+//          (h23s_two_stages, h23s_splits). A forced split count is judged by its tiles per
+//          split and by not being below the 3-slot count: the 2-slot count can give 8 tiles
+//          (B = 1, GQA, 16k: 32 splits of 8), and m2w4s on fewer splits than its rule is
+//          m2w4s2, slower. On the shapes timed: m3w4s at B = 1 MHA 4k (8 splits), GQA 4k and
+//          16k (32); m2w4s at B = 1 MHA 16k (12 splits of 22 tiles) and at B = 8 (3 splits
+//          MHA, 6 GQA). Predicted: the chosen kernel's ffd1e10 figures within 3%, contiguous
+//          2.71 / 3.73 / 1.38 / 2.63 / 3.94 / 4.38 / 3.22 / 4.01 TB/s and pages of 64 2.57 /
+//          3.59 / 1.34 / 2.50 / 3.78 / 4.24 / 3.09 / 3.84 (B = 1 MHA 4k, 16k, GQA 4k, 16k, then
+//          B = 8 the same): m3w4s's B = 1 GQA 16k, pages of 64 at 0.97 of contiguous (B = 8,
+//          MHA, 16k); below m3w4s by 2-4% on the contiguous cache at B = 1 MHA 16k and at B = 8,
+//          4k, where the rule takes m2w4s though m3w4s read more.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -189,6 +206,23 @@ int wave_splits(const DecodeProblem& p, int sm_count, int rows_per_block, int bl
     if (cost < best_cost) best = used, best_cost = cost;
   }
   return static_cast<int>(best);
+}
+
+// h23s (see above): the rows per block and keys per tile of both its kernels, and the tiles
+// per split from which m2w4s's is taken.
+constexpr int kH23Rows = 16, kH23BlockN = 64, kH23MinTiles = 8;
+
+bool h23s_two_stages(const DecodeProblem& p, int sm_count, int splits) {
+  const long long tiles = (p.max_kv_len() + kH23BlockN - 1) / kH23BlockN;
+  const long long per_split = (tiles + splits - 1) / std::max(splits, 1);
+  return splits >= wave_splits(p, sm_count, kH23Rows, kH23BlockN, 3) &&
+         (splits == 1 || per_split >= kH23MinTiles);
+}
+
+int h23s_splits(const DecodeProblem& p, int sm_count) {
+  const int three = wave_splits(p, sm_count, kH23Rows, kH23BlockN, 3);
+  return h23s_two_stages(p, sm_count, three) ? three
+                                             : wave_splits(p, sm_count, kH23Rows, kH23BlockN, 2);
 }
 
 namespace {
@@ -303,10 +337,44 @@ struct M2W4S : Mma<2, 4, 64, true, false, 0, false, true> {
   static constexpr const char* kName = "m2w4s";
   static constexpr const char* kLesson = "tensor cores, 2 stages, swizzled unpadded rows";
 };
+// h23s: m3w4s's DecodeStepInfo (its check_device counts the larger shared memory) with the
+// split rule h23s_splits, and run and attend that take m2w4s's or m3w4s's from the problem and
+// the split count (h23s_two_stages): launch sees DecodeParams, which lack the longest sequence.
+struct H23S : M3W4S {
+  static_assert(M2W4S::kRows == kH23Rows && M3W4S::kRows == kH23Rows &&
+                M2W4S::Traits::kBlockN == kH23BlockN && M3W4S::Traits::kBlockN == kH23BlockN);
+  static constexpr const char* kName = "h23s";
+  static constexpr const char* kLesson = "m2w4s where its splits get 8 tiles or more, else m3w4s";
+  static int num_splits(const DecodeProblem& p, int sm_count) { return h23s_splits(p, sm_count); }
+  static int device_sms() {
+    int device = 0, sms = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }
+  static void run(const DecodeProblem& p, const DecodeTensors& t, int splits, void* workspace,
+                  cudaStream_t stream) {
+    (h23s_two_stages(p, device_sms(), splits) ? DecodeStep<M2W4S>::run : DecodeStep<M3W4S>::run)(
+        p, t, splits, workspace, stream);
+  }
+  static void attend(const DecodeProblem& p, const DecodeTensors& t, int splits, void* workspace,
+                     cudaStream_t stream) {
+    (h23s_two_stages(p, device_sms(), splits)
+         ? DecodeStep<M2W4S>::attend_only
+         : DecodeStep<M3W4S>::attend_only)(p, t, splits, workspace, stream);
+  }
+};
 struct M3W4R : Mma<3, 4, 64, false> {
   static constexpr const char* kName = "m3w4r";
   static constexpr const char* kLesson = "tensor cores, 3 stages, P rounded once (step 07)";
 };
+
+template <class T>
+std::string config_of() {
+  return std::to_string(T::kStages) + " stages, " + std::to_string(T::kWarps) +
+         " warps, tiles of " + std::to_string(T::kBlockN) + " keys, " +
+         std::to_string(T::kSmemBytes / 1024) + " KiB";
+}
 
 template <class K>
 DecodeVariant make(std::string change, std::string predicted) {
@@ -316,13 +384,23 @@ DecodeVariant make(std::string change, std::string predicted) {
   v.info.dtypes = {DType::BF16};
   v.info.head_dims = {128};
   v.change = std::move(change);
-  v.config = std::to_string(T::kStages) + " stages, " + std::to_string(T::kWarps) +
-             " warps, tiles of " + std::to_string(T::kBlockN) + " keys, " +
-             std::to_string(T::kSmemBytes / 1024) + " KiB";
+  v.config = config_of<T>();
   v.predicted = std::move(predicted);
   v.kernel = K::kernel();
   v.threads = T::kThreads;
   v.smem_bytes = T::kSmemBytes;
+  return v;
+}
+
+// h23s's row: its run and attend; regs and blocks/SM of m2w4s's kernel.
+DecodeVariant make_h23s(std::string change, std::string predicted) {
+  DecodeVariant v = make<H23S>(std::move(change), std::move(predicted));
+  v.info.run = H23S::run;
+  v.info.attend = H23S::attend;
+  v.config = "m2w4s (" + config_of<M2W4S::Traits>() + ") or m3w4s (" + config_of<M3W4S::Traits>() +
+             "); regs, blocks/SM: m2w4s's";
+  v.kernel = M2W4S::kernel();
+  v.smem_bytes = M2W4S::Traits::kSmemBytes;
   return v;
 }
 
@@ -363,7 +441,12 @@ std::vector<DecodeVariant> decode_variants() {
           make<M2W4S>("m2w4 with unpadded rows, chunks swizzled (c ^ row % 8)",
                       "m3w4s's figures within 3%"),
           make<M2W4S2>("m2w4s with the splits the registered rule counts (2 blocks per SM)",
-                       "B=8: m2w4s's within 5%; B=1 GQA 16k: 32 splits, >= m2w4s's")};
+                       "B=8: m2w4s's within 5%; B=1 GQA 16k: 32 splits, >= m2w4s's"),
+          make_h23s("m2w4s where its rule gives 8 tiles per split or more (or 1 split), else "
+                    "m3w4s",
+                    "the chosen kernel's ffd1e10 TB/s within 3%: contiguous 2.71 / 3.73 / 1.38 / "
+                    "2.63 / 3.94 / 4.38 / 3.22 / 4.01, pages of 64 2.57 / 3.59 / 1.34 / 2.50 / "
+                    "3.78 / 4.24 / 3.09 / 3.84 (splits 8 / 12 / 32 / 32 / 3 / 3 / 6 / 6)")};
 }
 
 }  // namespace fa::step12

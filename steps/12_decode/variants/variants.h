@@ -42,4 +42,17 @@ int blocks_per_sm(const void* kernel, int threads, std::size_t smem);
 /// \return the split count
 int wave_splits(const DecodeProblem& p, int sm_count, int rows_per_block, int block_n, int slots);
 
+/// \brief The h23s row's kernel for `splits` splits of p: m2w4s's (2 stages) when the splits
+/// are at least the 3-slot count (wave_splits(p, sm_count, 16, 64, 3)) and give each split at
+/// least 8 tiles of 64 keys, or are 1; otherwise m3w4s's (3 stages). A forced count is judged
+/// the same way. \param p the problem \param sm_count the device's SMs \param splits the split
+/// count \return true for m2w4s's kernel
+bool h23s_two_stages(const DecodeProblem& p, int sm_count, int splits);
+
+/// \brief The h23s row's split rule: the 3-slot count where h23s_two_stages takes it, else the
+/// 2-slot count (wave_splits(p, sm_count, 16, 64, 2)), which h23s_two_stages then refuses, so
+/// that the kernel launched is the one the count was chosen for.
+/// \param p the problem \param sm_count the device's SMs \return the split count
+int h23s_splits(const DecodeProblem& p, int sm_count);
+
 }  // namespace fa::step12
