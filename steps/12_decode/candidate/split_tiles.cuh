@@ -42,8 +42,8 @@ __device__ __forceinline__ SplitTiles split_tiles(const DecodeParams& p, int b, 
 /// dependent read of the table, a division, its checks) per chunk. The same rows and the same
 /// checks as cache_row(): a position past key_end or the capacity, a column outside the table,
 /// an entry outside the pool: a zero row, nothing read outside the table or the pool.
-template <int kD, int kN, int kStride, int kThreads, bool kSwizzle = false,
-          bool kTileTable = false, class Element>
+template <int kD, int kN, int kStride, int kThreads, bool kSwizzle = false, bool kTileTable = false,
+          class Element>
 __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, int g, int tile,
                                                 int key_end, Element* sK, Element* sV) {
   constexpr int kChunks = kD / 8;
