@@ -45,7 +45,7 @@ using step07::pack_pair;
 /// the sum of two Elements (16 bits of P at bf16, 22 at fp16), or P rounded once as in step 07.
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
-          bool kSwizzle_ = false>
+          bool kSwizzle_ = false, bool kTileTable_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -68,6 +68,10 @@ struct DecodeTraitsMma {
   // each 128-byte line of the cache in one 128-byte line of shared memory, which is what the
   // copies' requests to L2 follow (see variants/variants.cu, m3w4s).
   static constexpr bool kSwizzle = kSwizzle_;
+  // Pages smaller than a tile (16 or 32 rows at 64-key tiles): the tile's block-table entries
+  // read once per tile by the first lanes of each warp and shuffled to the lanes that copy,
+  // instead of a lookup per 16-byte chunk (load_tile_async, split_tiles.cuh; cp.async only).
+  static constexpr bool kTileTable = kTileTable_;
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMaxRows = 16;  // one m16 tile of the products
@@ -93,6 +97,7 @@ struct DecodeTraitsMma {
   static_assert(kBlockN % kWarps == 0 && kKeysPerWarp == 16, "a warp's keys: one k16 step");
   static_assert(kHeadDim % 16 == 0, "d in k16 steps");
   static_assert(!(kSwizzle && kBulk), "a bulk copy writes a row as it is: padded rows only");
+  static_assert(!(kTileTable && kBulk), "the tile's table entries: the cp.async copies only");
   static_assert(!kSwizzle || kChunksPerRow % 8 == 0, "the swizzle permutes groups of 8 chunks");
   static_assert(!kSwizzle || (kRowBytes & (kRowBytes - 1)) == 0,
                 "the ldmatrix addresses XOR the step: rows of a power-of-two size only");
@@ -277,8 +282,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
         }
       }
     } else {
-      load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle>(p, b, g, tile, key_end,
-                                                                           sK, sV);
+      load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, Traits::kTileTable>(
+          p, b, g, tile, key_end, sK, sV);
     }
   };
   // The rows of tile `tile` into L2 (Traits::kPrefetch), a thread per row of K or V.

@@ -36,7 +36,14 @@ __device__ __forceinline__ SplitTiles split_tiles(const DecodeParams& p, int b, 
 /// multiples of kN): then its rows follow its first row, one block-table lookup per tile.
 /// kSwizzle: the rows unpadded (kStride == kD) with chunk c of row `key` stored at chunk
 /// c ^ (key % 8), instead of padded rows.
-template <int kD, int kN, int kStride, int kThreads, bool kSwizzle = false, class Element>
+/// kTileTable: when pages are smaller than a tile and divide it (16 or 32 rows at kN = 64), the
+/// tile's kN / page_size block-table entries are read once per tile, by the first lanes of each
+/// warp, and every chunk's page comes from them by a shuffle, instead of a cache_row() (a
+/// dependent read of the table, a division, its checks) per chunk. The same rows and the same
+/// checks as cache_row(): a position past key_end or the capacity, a column outside the table,
+/// an entry outside the pool: a zero row, nothing read outside the table or the pool.
+template <int kD, int kN, int kStride, int kThreads, bool kSwizzle = false, bool kTileTable = false,
+          class Element>
 __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, int g, int tile,
                                                 int key_end, Element* sK, Element* sV) {
   constexpr int kChunks = kD / 8;
@@ -46,6 +53,45 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
   const int64_t row_elems = int64_t{p.heads_kv} * kD;
   const bool tile_in_page = !p.paged || p.page_size % kN == 0;
   const int pos0 = tile * kN;
+  if constexpr (kTileTable) {
+    static_assert((kN & (kN - 1)) == 0, "a page that divides the tile is a power of two");
+    static_assert((kN * kChunks) % kThreads == 0 && kThreads % 32 == 0,
+                  "every lane copies as many chunks: the shuffles need the whole warp");
+    const int ps = p.page_size;
+    // Pages of 16 or 32 rows at kN = 64 (at most 32 entries a tile, one per lane); any other
+    // size takes the path below.
+    if (!tile_in_page && ps > 0 && ps < kN && kN % ps == 0 && kN / ps <= 32) {
+      const int shift = __ffs(ps) - 1;  // ps = 2^shift
+      const int lane = threadIdx.x % 32;
+      // Lane j < kN / ps: column pos0 / ps + j of the table, as the first pool row of its page
+      // (entry · page_size), or −1: a column outside the table (table_entry: never read), an
+      // entry outside the pool, or a page wholly past key_end (never read, as cache_row is
+      // never called there).
+      int page_row = -1;
+      if (lane < (kN >> shift) && pos0 + (lane << shift) < key_end) {
+        const int page = table_entry(p, b, (pos0 >> shift) + lane);
+        if (page >= 0 && page < p.num_pages) page_row = page * ps;
+      }
+      // A count known at compile time: every lane runs every shuffle. Unrolled by 4, not 8:
+      // fully unrolled, ptxas gives the kernel 224 registers instead of m3w4s's 166.
+#pragma unroll 4
+      for (int i = 0; i < kN * kChunks / kThreads; ++i) {
+        const int x = threadIdx.x + i * kThreads;
+        const int key = x / kChunks, c = x % kChunks;
+        const int pos = pos0 + key;  // >= 0
+        const int first = __shfl_sync(0xffffffffu, page_row, key >> shift);
+        // cache_row's checks: pos inside the capacity, the entry inside the pool (the slot,
+        // pos mod ps, lies in [0, ps) by construction); and pos < key_end as above.
+        const bool ok = pos < key_end && pos < p.capacity && first >= 0;
+        const int64_t src =
+            ok ? int64_t{first + (pos & (ps - 1))} * row_elems + int64_t{g} * kD + c * 8 : 0;
+        const int dst = key * kStride + (kSwizzle ? c ^ (key % 8) : c) * 8;
+        cp_async_16(smem_u32(sK + dst), k_cache + src, ok);
+        cp_async_16(smem_u32(sV + dst), v_cache + src, ok);
+      }
+      return;
+    }
+  }
   const int64_t first = tile_in_page ? cache_row(p, b, pos0) : -1;
 #pragma unroll
   for (int x = threadIdx.x; x < kN * kChunks; x += kThreads) {

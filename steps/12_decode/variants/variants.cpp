@@ -75,6 +75,7 @@ std::vector<std::pair<DecodeProblem, int>> check_problems() {
           {paged(bf16(shapes(2, 2, 128, 1, {150})), 16, 5), 3},
           {paged(bf16(shapes(2, 2, 128, 1, {150})), 16, 5), 8},
           {paged(bf16(shapes(4, 1, 128, 3, {0, 70})), 16, 6), 2},
+          {paged(bf16(shapes(2, 2, 128, 1, {150})), 32, 9), 3},
           {contiguous(bf16(shapes(8, 1, 128, 2, {300, 77}))), 0},
           {paged(bf16(shapes(8, 2, 128, 1, {3000, 1000})), 64, 7), 0},
           {paged(bf16(shapes(32, 8, 128, 1, {5000, 130})), 256, 8), 3},

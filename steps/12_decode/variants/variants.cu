@@ -156,6 +156,41 @@
 //          B = 8 the same): m3w4s's B = 1 GQA 16k, pages of 64 at 0.97 of contiguous (B = 8,
 //          MHA, 16k); below m3w4s by 2-4% on the contiguous cache at B = 1 MHA 16k and at B = 8,
 //          4k, where the rule takes m2w4s though m3w4s read more.
+//
+// Pages of 16 rows are worse: the registered candidate reads 0.58-0.61 of its contiguous TB/s
+// at B = 8 (2.53 against 4.39 at MHA, 16k) and at B = 1, 16k (MHA 0.61, GQA 0.71), where pages
+// of 64 read 0.93-0.95 (docs/results/h200-decode.md, ffd1e10). A 64-key tile then spans 4
+// pages, and load_tile_async calls cache_row() for each of its 1 024 16-byte chunks (d = 128):
+// 8 per thread. Per thread and tile (a warp issues the same count, once for its 32 lanes), from
+// the PTX of m3w4s (ptxas's expansion of the division estimated):
+//   pages of 64  1 table read (1 LDG a warp, 4 a block, one word for every lane), 1 division
+//                and 1 remainder by page_size, the entry checked against the pool, 1 64-bit
+//                product; then per chunk the row of its key added to the tile's first (a
+//                64-bit multiply-add and a select): ≈ 65 + 8 × 40 ≈ 385 instructions.
+//   pages of 16  per chunk all of that: the capacity check, the division and remainder
+//                (≈ 20 instructions in SASS for a divisor known only at run time), table_entry's
+//                column check and 64-bit address, the LDG, the pool and slot checks, two
+//                64-bit products: ≈ 8 × 88 ≈ 700 instructions, 8 LDG a warp (32 a block,
+//                1 024 thread reads), i.e. ≈ 300 more per warp and tile than pages of 64, on
+//                the ≈ 740 measured for m3w4 (docs/results/h200-ncu-decode-mma.txt).
+// The instructions alone would leave 740 / 1 040 ≈ 0.71 at the worst, were the kernel bound by
+// issue (it issues 0.45 per scheduler and cycle): not 0.58. The latency does: cp_async_16 is asm
+// volatile with a "memory" clobber, so chunk i + 1's table read cannot be issued before chunk i's
+// cp.async, and that cp.async needs the read's page: 8 round trips to L1/L2 in series per thread
+// and tile, against 1. At 2.53 TB/s a block (2 per SM, 32 KiB a tile) takes ≈ 6 700 cycles a tile
+// (1.97 GHz, 132 SMs), at 4.08 (pages of 64) ≈ 4 200: the 2 500 cycles between are 7 more round
+// trips of ≈ 360 cycles, an L2 hit's latency under load.
+//   m3w4sp m3w4s with Traits::kTileTable: lanes 0 … 3 of each warp read the tile's 4 entries
+//          (1 LDG a warp, 16 bytes: one sector), check each as cache_row does (outside the
+//          table: not read; outside the pool, or past key_end: −1, a zero row), keep
+//          entry · page_size; each chunk takes its page's by a shuffle (key >> 4) and adds
+//          pos & 15: no division, no 64-bit product but the row's, one round trip a tile as
+//          with pages of 64: ≈ 20 + 8 × 30 ≈ 260 instructions per thread and tile (164
+//          registers, m3w4s 166; no spills). Predicted: pages of 16 read what m3w4s's pages of
+//          64 read, within 5%: >= 0.88 of the contiguous cache at B = 8, MHA and GQA, 16k
+//          (m3w4s ≈ 0.58-0.60) and at B = 1, 16k (≈ 0.61 MHA, 0.71 GQA today); the contiguous
+//          cache and pages of 64 as m3w4s's within 3% (their path is unchanged). If pages of 16
+//          stay lower, what is left is 4 pages (4 address translations) per tile against 1.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -267,10 +302,11 @@ struct VariantKernels {
 template <int kStages, int kWarps, int kBlockN>
 using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
-          int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0>
-using Mma = VariantKernels<
-    DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly, kSwizzle>,
-    true, kRuleSlots>;
+          int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0,
+          bool kTileTable = false>
+using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch,
+                                           kEarly, kSwizzle, kTileTable>,
+                           true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
   static constexpr const char* kName = "s3w4";
@@ -328,6 +364,10 @@ struct M3W4E : Mma<3, 4, 64, true, false, 0, true> {
 struct M3W4S : Mma<3, 4, 64, true, false, 0, false, true> {
   static constexpr const char* kName = "m3w4s";
   static constexpr const char* kLesson = "tensor cores, 3 stages, swizzled unpadded rows";
+};
+struct M3W4SP : Mma<3, 4, 64, true, false, 0, false, true, 0, true> {
+  static constexpr const char* kName = "m3w4sp";
+  static constexpr const char* kLesson = "m3w4s, a tile's block-table entries read once per tile";
 };
 struct M2W4S2 : Mma<2, 4, 64, true, false, 0, false, true, 2> {
   static constexpr const char* kName = "m2w4s2";
@@ -446,7 +486,10 @@ std::vector<DecodeVariant> decode_variants() {
                     "m3w4s",
                     "the chosen kernel's ffd1e10 TB/s within 3%: contiguous 2.71 / 3.73 / 1.38 / "
                     "2.63 / 3.94 / 4.38 / 3.22 / 4.01, pages of 64 2.57 / 3.59 / 1.34 / 2.50 / "
-                    "3.78 / 4.24 / 3.09 / 3.84 (splits 8 / 12 / 32 / 32 / 3 / 3 / 6 / 6)")};
+                    "3.78 / 4.24 / 3.09 / 3.84 (splits 8 / 12 / 32 / 32 / 3 / 3 / 6 / 6)"),
+          make<M3W4SP>("m3w4s reading a tile's block-table entries once per tile (pages < 64)",
+                       "pages of 16 as m3w4s's pages of 64: >= 0.88 of contiguous at B=8 and "
+                       "B=1, 16k (m3w4s: 0.58-0.61); contiguous and pages of 64 as m3w4s")};
 }
 
 }  // namespace fa::step12
