@@ -24,7 +24,8 @@
 //
 // Masking and NaN. Every entry of Pᵀ and dSᵀ is chosen by a select: a (row, key) pair that is
 // masked (causal, a row past N_q, a key past N_kv) gets exactly 0, whatever its score (NaN,
-// ±inf, L = −inf). The matrix products after it are another matter: a tensor core computes
+// ±inf, L = −inf). (kMaskFree: a tile in which every pair is visible skips the selects, which
+// would all return their first operand.) The matrix products after it are another matter: a tensor core computes
 // 0 · NaN = NaN, so in dV += Pᵀ dO a row's NaN (or inf) in dO would reach the keys it does not
 // see through their P = 0, in dK += dSᵀ Q its Q, and in dQ += dS K a key's NaN in K would reach
 // the rows that do not see it. That can only happen in a Q tile that hides some key of the
@@ -205,8 +206,10 @@ __global__ void bwd_convert_dq_kernel(const __grid_constant__ BwdParams p) {
 
 // ---------------------------------------------------------------------------------------------
 // 2. The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), block: kNumThreads, smem: kSmemBytes.
+//    Deterministic: the mode, read only with Traits::kDetCompiled (then p.deterministic must
+//    equal it: launch_flash_bwd_main); otherwise p.deterministic is read at run time.
 // ---------------------------------------------------------------------------------------------
-template <class Traits, bool IsCausal>
+template <class Traits, bool IsCausal, bool Deterministic = false>
 __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
     flash_bwd_kernel(const __grid_constant__ BwdParams p) {
   using Element = typename Traits::Element;
@@ -227,6 +230,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
 #else
   constexpr bool kBulk = false;
 #endif
+  // kDetCompiled: the mode a constant, so that dQ's stores below compile to the one kind the
+  // mode uses. Read at run time, each of a lane's dQ stores is compiled to both kinds: a plain
+  // store predicated on the mode (issued, predicate off, when the mode is off) beside the
+  // reduction. exact_dq, on the rare exact path, still reads p.deterministic (equal to it).
+  auto deterministic = [&] { return Traits::kDetCompiled ? Deterministic : p.deterministic; };
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t s0 = smem_u32(smem);
@@ -377,26 +385,64 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
     }
 
     // ---- Pᵀ and dSᵀ in place, masked by selects -------------------------------------------
-    // s[nt][2h + e]: key key0 + 8h, row i0 + 8nt + 2t + e of the Q tile.
+    // s[nt][2h + e]: key key0 + 8h, row i0 + 8nt + 2t + e of the Q tile. kMasked false: the
+    // same values without the visibility test and its selects, for a tile where every pair is
+    // visible (mask_free below).
+    auto p_ds = [&](auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
 #pragma unroll
-    for (int nt = 0; nt < kNTilesS; ++nt) {
+      for (int nt = 0; nt < kNTilesS; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = 8 * nt + 2 * t + e;
-        const int limit = kv_limit<IsCausal>(i0 + col, p.n_q, p.n_kv);
-        const bool row_ok = i0 + col < p.n_q;
-        const float l2 = lse[col] * kLog2e, dlt = delta[col];
+        for (int e = 0; e < 2; ++e) {
+          const int col = 8 * nt + 2 * t + e;
+          if constexpr (kMasked) {
+            const int limit = kv_limit<IsCausal>(i0 + col, p.n_q, p.n_kv);
+            const bool row_ok = i0 + col < p.n_q;
+            const float l2 = lse[col] * kLog2e, dlt = delta[col];
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int x = 2 * hh + e;
-          const bool vis = row_ok && j0 + key0 + 8 * hh < limit;
-          const float pr = exp2f(fmaf(s[nt][x], p.scale_log2, -l2));
-          const float pv = vis ? pr : 0.f;
-          dp[nt][x] = vis ? pv * (dp[nt][x] - dlt) : 0.f;
-          s[nt][x] = pv;
+            for (int hh = 0; hh < 2; ++hh) {
+              const int x = 2 * hh + e;
+              const bool vis = row_ok && j0 + key0 + 8 * hh < limit;
+              const float pr = exp2f(fmaf(s[nt][x], p.scale_log2, -l2));
+              const float pv = vis ? pr : 0.f;
+              dp[nt][x] = vis ? pv * (dp[nt][x] - dlt) : 0.f;
+              s[nt][x] = pv;
+            }
+          } else {
+            const float l2 = lse[col] * kLog2e, dlt = delta[col];
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int x = 2 * hh + e;
+              const float pv = exp2f(fmaf(s[nt][x], p.scale_log2, -l2));
+              dp[nt][x] = pv * (dp[nt][x] - dlt);
+              s[nt][x] = pv;
+            }
+          }
         }
       }
-    }
+    };
+    // kMaskFree: does this tile need no mask? Decided from i0, j0, N_q and N_kv alone, so the
+    // same in every thread of the CTA (no divergence, and the barrier below is reached by all
+    // on either path). It needs none when
+    //   - every row is real: i0 + kBlockM <= N_q, so row_ok holds for each col < kBlockM
+    //     (the lane's cols 8nt + 2t + e are all below kBlockM: nt < kBlockM / 8);
+    //   - every key is real: j0 + kBlockN <= N_kv (the lane's keys key0, key0 + 8 are below
+    //     kBlockN: 16 · warp + g + 8 < 16 · (warp + 1) <= 16 · kNumWarps = kBlockN);
+    //   - no row misses a key of the tile: !tile_hides_a_pair, which, the keys being real, is
+    //     kv_limit(i0) >= j0 + kBlockN (always so without causal: kv_limit = N_kv); kv_limit
+    //     grows with the row, so every row's limit is >= j0 + kBlockN > j0 + key0 + 8hh.
+    // Then vis is true for every pair, each select returns its first operand, and the path
+    // without them computes the same bits (the same exp2f, fmaf, subtraction and product).
+    // A tile with a tail row (i0 + kBlockM > N_q: the zero-filled rows past N_q, whose L of 0
+    // would give P = exp2(S · scale_log2) ≠ 0), a tail key or a causal pair hidden takes the
+    // selects as before. The exact path (non-finite inputs) is taken only on a tile that
+    // hides a pair, never on one found mask-free.
+    const bool mask_free = Traits::kMaskFree && i0 + kBlockM <= p.n_q && j0 + kBlockN <= p.n_kv &&
+                           !tile_hides_a_pair<IsCausal>(i0, j0, kBlockN, p.n_q, p.n_kv);
+    if (mask_free)
+      p_ds(std::false_type{});
+    else
+      p_ds(std::true_type{});
 
     // ---- Pᵀ, dSᵀ → 16 bits: two neighbouring n8 accumulator tiles make one k16 A tile -----
     uint32_t pa[kKStepsD][4], dsa[kKStepsD][4];
@@ -480,10 +526,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
 
     // Row i0 of dQ_acc; deterministic: of this CTA's slab, written with plain stores (each
     // element of a visited tile by one lane, once), else added to with atomics.
-    float* dq_rows = p.dq_acc + (p.deterministic ? n_blk * p.q_elems : 0) +
+    float* dq_rows = p.dq_acc + (deterministic() ? n_blk * p.q_elems : 0) +
                      ((b * p.heads_q + h) * p.n_q + i0) * kHeadDim;
     auto add_dq = [&](float* at, float v) {
-      if (p.deterministic)
+      if (deterministic())
         *at = v;
       else
         atomicAdd(at, v);
@@ -491,7 +537,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
     // Two neighbouring floats (8-byte aligned: dims 2t, 2t + 1 of an even row offset).
     auto add_dq2 = [&](float* at, float v0, float v1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      if (p.deterministic)
+      if (deterministic())
         *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
       else
         atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));  // red.global.add.v2.f32
@@ -506,7 +552,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
     // the caller's 8 · nt + 4 · (t / 2) one of 4.
     auto add_dq4 = [&](float* at, float4 v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      if (p.deterministic)
+      if (deterministic())
         *reinterpret_cast<float4*>(at) = v;
       else  // no result: a reduction, never a returning atomic
         asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(at), "f"(v.x),
@@ -538,7 +584,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
       }
       // The other K/V tiles' CTAs add to the same rows: fp32 atomics whose result is unused,
       // which the compiler emits as red.global.add.f32 (or this CTA's slab, deterministic).
-      const bool bulk = kBulk && !p.deterministic;
+      const bool bulk = kBulk && !deterministic();
       if (bulk) {
         // kDqBulk: the warp's 16 rows × kDqCols dims into its own staging area; lane r < 16
         // then adds row r to dQ_acc with one bulk reduction. Before the stores, the lanes that
@@ -653,7 +699,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
 // ---------------------------------------------------------------------------------------------
 template <class Traits, bool IsCausal>
 void launch_flash_bwd_main(const BwdParams& p, cudaStream_t stream) {
-  const auto kernel = flash_bwd_kernel<Traits, IsCausal>;
+  auto kernel = flash_bwd_kernel<Traits, IsCausal>;
+  if constexpr (Traits::kDetCompiled)  // a kernel for each mode, its argument p.deterministic
+    if (p.deterministic) kernel = flash_bwd_kernel<Traits, IsCausal, true>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Traits::kSmemBytes));
   const unsigned n_blocks = (p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN;

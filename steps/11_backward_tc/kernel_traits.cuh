@@ -206,9 +206,18 @@ struct BwdParams {
 //                d = 64, +36 KB at d = 128 with 64-row tiles) and its bytes written and read
 //                again. The deterministic mode keeps the plain stores (of kDqPairs or
 //                kDqQuads, if set), and so does a GPU before sm_90
+//   kMaskFree    a Q tile that needs no mask (every row and key real, no key of the CTA's
+//                tile hidden from any row: decided once per tile, the same in the whole CTA)
+//                computes Pᵀ and dSᵀ without the per-element visibility test and its two
+//                selects (flash_bwd_kernel.cuh, mask_free); the other tiles keep them
+//   kDetCompiled the deterministic mode a template argument of the main kernel (a kernel for
+//                each mode, chosen on the host where it is launched) instead of
+//                p.deterministic read at run time: the non-deterministic kernel then carries
+//                no predicated-off plain store beside each of dQ's reductions
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, int kMinBlocks_ = 1,
           bool kOneBarrier_ = false, bool kDqPairs_ = false, bool kStagger_ = false,
-          bool kHeavyFirst_ = false, bool kDqQuads_ = false, bool kDqBulk_ = false>
+          bool kHeavyFirst_ = false, bool kDqQuads_ = false, bool kDqBulk_ = false,
+          bool kMaskFree_ = false, bool kDetCompiled_ = false>
 struct BwdTraits {
   using Element = Element_;                       // __nv_bfloat16 or __half
   static constexpr int kHeadDim = kHeadDim_;      // d
@@ -224,6 +233,8 @@ struct BwdTraits {
   static constexpr bool kHeavyFirst = kHeavyFirst_;
   static constexpr bool kDqQuads = kDqQuads_;
   static constexpr bool kDqBulk = kDqBulk_;
+  static constexpr bool kMaskFree = kMaskFree_;
+  static constexpr bool kDetCompiled = kDetCompiled_;
   static constexpr int kDsBuffers = kOneBarrier ? 2 : 1;  // dSᵀ tiles: tile t's, t − 1's
 
   static constexpr int kNTilesS = kBlockM / 8;    // n8 tiles of a warp's Sᵀ (query rows)
