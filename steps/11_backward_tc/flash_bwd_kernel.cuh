@@ -384,10 +384,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
       }
     }
 
-    // ---- Pᵀ and dSᵀ in place, masked by selects -------------------------------------------
+    // ---- Pᵀ and dSᵀ in place, masked by selects, then → 16 bits ----------------------------
     // s[nt][2h + e]: key key0 + 8h, row i0 + 8nt + 2t + e of the Q tile. kMasked false: the
     // same values without the visibility test and its selects, for a tile where every pair is
-    // visible (mask_free below).
+    // visible (mask_free below). The 16-bit packing is inside, so that with kMaskFree the two
+    // paths join on pa and dsa (32 registers), not on s and dp (64): joined on s and dp, the
+    // d = 128 kernel (255 registers) spilled 32-52 bytes (ptxas, CUDA 13.0), joined here none.
+    uint32_t pa[kKStepsD][4], dsa[kKStepsD][4];
     auto p_ds = [&](auto masked) {
       constexpr bool kMasked = decltype(masked)::value;
 #pragma unroll
@@ -420,6 +423,18 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
           }
         }
       }
+      // ---- Pᵀ, dSᵀ → 16 bits: two neighbouring n8 accumulator tiles make one k16 A tile -----
+#pragma unroll
+      for (int kk = 0; kk < kKStepsD; ++kk) {
+        pa[kk][0] = pack_pair<Element>(s[2 * kk][0], s[2 * kk][1]);
+        pa[kk][1] = pack_pair<Element>(s[2 * kk][2], s[2 * kk][3]);
+        pa[kk][2] = pack_pair<Element>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pa[kk][3] = pack_pair<Element>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        dsa[kk][0] = pack_pair<Element>(dp[2 * kk][0], dp[2 * kk][1]);
+        dsa[kk][1] = pack_pair<Element>(dp[2 * kk][2], dp[2 * kk][3]);
+        dsa[kk][2] = pack_pair<Element>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+        dsa[kk][3] = pack_pair<Element>(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+      }
     };
     // kMaskFree: does this tile need no mask? Decided from i0, j0, N_q and N_kv alone, so the
     // same in every thread of the CTA (no divergence, and the barrier below is reached by all
@@ -443,20 +458,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
       p_ds(std::false_type{});
     else
       p_ds(std::true_type{});
-
-    // ---- Pᵀ, dSᵀ → 16 bits: two neighbouring n8 accumulator tiles make one k16 A tile -----
-    uint32_t pa[kKStepsD][4], dsa[kKStepsD][4];
-#pragma unroll
-    for (int kk = 0; kk < kKStepsD; ++kk) {
-      pa[kk][0] = pack_pair<Element>(s[2 * kk][0], s[2 * kk][1]);
-      pa[kk][1] = pack_pair<Element>(s[2 * kk][2], s[2 * kk][3]);
-      pa[kk][2] = pack_pair<Element>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[kk][3] = pack_pair<Element>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      dsa[kk][0] = pack_pair<Element>(dp[2 * kk][0], dp[2 * kk][1]);
-      dsa[kk][1] = pack_pair<Element>(dp[2 * kk][2], dp[2 * kk][3]);
-      dsa[kk][2] = pack_pair<Element>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-      dsa[kk][3] = pack_pair<Element>(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-    }
 
     // ---- The exact path? Only a tile that hides a pair, and only with an inf or NaN --------
     bool exact = false;
