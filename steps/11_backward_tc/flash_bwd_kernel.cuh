@@ -24,8 +24,7 @@
 //
 // Masking and NaN. Every entry of Pᵀ and dSᵀ is chosen by a select: a (row, key) pair that is
 // masked (causal, a row past N_q, a key past N_kv) gets exactly 0, whatever its score (NaN,
-// ±inf, L = −inf). (kMaskFree: a tile in which every pair is visible skips the selects, which
-// would all return their first operand.) The matrix products after it are another matter: a tensor core computes
+// ±inf, L = −inf). The matrix products after it are another matter: a tensor core computes
 // 0 · NaN = NaN, so in dV += Pᵀ dO a row's NaN (or inf) in dO would reach the keys it does not
 // see through their P = 0, in dK += dSᵀ Q its Q, and in dQ += dS K a key's NaN in K would reach
 // the rows that do not see it. That can only happen in a Q tile that hides some key of the
@@ -35,6 +34,8 @@
 // done on the CUDA cores with the mask applied pair by pair (the "exact path" below, slow
 // but rare); otherwise the mma path is exact too. A row that sees no key (L = −inf, D may be
 // NaN from 0 · inf) has every pair masked: its dQ stays 0 and it adds nothing to dK and dV.
+// (kMaskFree: a tile in which every pair is visible skips the selects, which would all return
+// their first operand; such a tile hides no pair, so never takes the exact path.)
 #pragma once
 
 #include <cuda_runtime.h>
