@@ -33,7 +33,9 @@ Variant make_variant(std::string name, std::string change) {
               : T::kDqPairs ? "v2 atomics"
                             : "f32 atomics") +
              (T::kStagger ? ", staggered tiles" : ", tiles in order") +
-             (T::kHeavyFirst ? ", grid (B·H, keys)" : "");
+             (T::kHeavyFirst ? ", grid (B·H, keys)" : "") +
+             (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
+             (T::kDetCompiled ? ", dQ store kind compiled per mode" : "");
   v.head_dim = T::kHeadDim;
   v.smem_bytes = T::kSmemBytes;
   v.backward_workspace_bytes = [](const Problem& p) {

@@ -72,6 +72,32 @@ void add_d128_variants(std::vector<Variant>& out) {
   // m64b1p2 at N >= 4096, the same spread at N = 1024.
   out.push_back(make_variant<BwdTraits<128, 64, 128, E, 1, true, true, false, false, false, true>>(
       "m64b1p2b", "64-row Q tiles + b1 + dQ by bulk reductions from shared memory"));
+  // BwdTraits<…, bulk dQ, mask-free tiles, deterministic mode compiled>
+  //
+  // The two rows below remove instructions from each warp's stream per Q tile, as fa2m and
+  // fa2mc do in the 2-D kernel (variants_d128_2d.cu), from the registered configuration.
+  // Counted as at d = 64 (variants_d64.cu, b1p2m): m64b1p2's non-causal kernel is 2,080
+  // instructions, 1,472 of them the Q tile loop, whose Sᵀ and dQ k loops (not unrolled) run
+  // 8 trips each: ~1,820 per tile (320 mma, 184 ldmatrix). Issue: 8 warps × 1,820 over 4
+  // schedulers is ~3,640 cycles of a tile's ~10,900 at 251 TFLOP/s (N = 4096), ~33% busy.
+  //
+  // m64b1p2m: m64b1p2 + kMaskFree: 104 instructions fewer per tile non-causal (64 FSEL and
+  // the predicate logic, −6%), 184 causal (−10%), on the same share of the tiles as at d = 64
+  // (every one without causal; causal 94% at N = 4096, 98% at 16384). Pᵀ and dSᵀ are packed
+  // into 16 bits inside each path: joined on Sᵀ and dPᵀ, the two paths spilled 32–52 bytes at
+  // 255 registers; joined on the packed fragments, none. Predicted against m64b1p2:
+  // 1.00–1.03× non-causal, 1.01–1.04× causal, N = 4096 and 16384.
+  out.push_back(
+      make_variant<BwdTraits<128, 64, 128, E, 1, true, true, false, false, false, false, true>>(
+          "m64b1p2m", "m64b1p2 with no selects on the Q tiles that need no mask"));
+  // m64b1p2mc: m64b1p2m + kDetCompiled: the plain dQ stores predicated off beside each of the
+  // warp's 16 reductions per Q tile (8 n8 tiles × 2 rows) go, 48 instructions non-causal, 32
+  // causal, after the tile's barrier and before the next tile's Sᵀ. In all 152 fewer than
+  // m64b1p2 non-causal (−8%), 216 causal on mask-free tiles (−12%). Predicted against
+  // m64b1p2: 1.00–1.04× non-causal, 1.01–1.05× causal, N = 4096 and 16384.
+  out.push_back(make_variant<
+                BwdTraits<128, 64, 128, E, 1, true, true, false, false, false, false, true, true>>(
+      "m64b1p2mc", "m64b1p2m with the dQ store kind compiled per mode"));
   // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
   // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
   // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO

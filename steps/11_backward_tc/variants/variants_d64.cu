@@ -56,6 +56,41 @@ void add_d64_variants(std::vector<Variant>& out) {
   // reductions are the engine's smallest useful size.
   out.push_back(make_variant<BwdTraits<64, 64, 128, E, 1, true, true, false, false, false, true>>(
       "b1p2b", "b1 + dQ by bulk reductions from shared memory"));
+  // BwdTraits<…, bulk dQ, mask-free tiles, deterministic mode compiled>
+  //
+  // The two rows below remove instructions from each warp's stream per Q tile, as fa2m and
+  // fa2mc do in the 2-D kernel (variants_d128_2d.cu). Counts per warp and Q tile from ptxas's
+  // output for sm_90 (CUDA 13.0; SASS instructions are 16 bytes: the size of each kernel's
+  // code, compiled with only the masked or only the unmasked path): b1p2's non-causal kernel
+  // is 1,496 instructions, 1,080 of them the Q tile loop, whose Sᵀ and dQ k loops run 2 and 4
+  // trips: ~1,200 per tile (160 mma, 96 ldmatrix). Issue: 8 warps × 1,200 over 4 schedulers is
+  // ~2,400 cycles of a tile's ~6,000 at the measured 227 TFLOP/s (N = 4096), ~40% busy.
+  //
+  // b1p2m: b1p2 + kMaskFree. A Q tile that needs no mask (no tail row or key, no key of the
+  // CTA hidden from a row: flash_bwd_kernel.cuh, mask_free) computes Pᵀ and dSᵀ without the
+  // visibility test and its selects (a lane holds 32 elements: 2 keys × 16 rows): 112
+  // instructions fewer non-causal (64 FSEL, the row checks and predicate logic: −9%), 176
+  // causal (the 16 rows' key limits too: −15%). Mask-free tiles: every tile without causal at
+  // N = 4096 and 16384; causal, all but the two 64-row tiles on each CTA's diagonal: 94% of
+  // the tiles at N = 4096, 98% at 16384. They lie between each warp's Sᵀ, dPᵀ and its dV, dK
+  // mmas, before the barrier that publishes dSᵀ; with issue ~40% busy, only part of the ~220
+  // (non-causal) to ~350 (causal) issue cycles per tile saved is time. Predicted against
+  // b1p2: 1.01–1.04× non-causal, 1.01–1.05× causal, at N = 4096 and 16384. Below 1.0× would
+  // mean the second copy of the code costs more (instruction cache, scheduling) than it saves.
+  out.push_back(
+      make_variant<BwdTraits<64, 64, 128, E, 1, true, true, false, false, false, false, true>>(
+          "b1p2m", "b1p2 with no selects on the Q tiles that need no mask"));
+  // b1p2mc: b1p2m + kDetCompiled. With p.deterministic read at run time, each of the warp's 8
+  // dQ pairs per Q tile (4 n8 tiles × rows g and g + 8) carries a plain store predicated on
+  // the mode beside its reduction; compiled per mode, 32 instructions fewer per tile
+  // non-causal, 24 causal (~4 a pair: fewer than the 2-D kernel's ~8, 188 → 57 for its 16,
+  // docs/results/h200-ncu-backward-fa2.txt), after the tile's only barrier and before the next
+  // tile's Sᵀ. In all 144 fewer than b1p2 non-causal (−12%), 200 causal on mask-free tiles
+  // (−16%). Predicted against b1p2: 1.01–1.05× non-causal, 1.02–1.06× causal, N = 4096 and
+  // 16384.
+  out.push_back(make_variant<
+                BwdTraits<64, 64, 128, E, 1, true, true, false, false, false, false, true, true>>(
+      "b1p2mc", "b1p2m with the dQ store kind compiled per mode"));
   // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
   // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
   // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO
