@@ -190,9 +190,6 @@ DecodeTensors DecodeBuffers::tensors() const {
   return t;
 }
 
-void DecodeBuffers::poison() {
-  CUDA_CHECK(cudaMemset(o.get(), 0xFF, o.bytes()));
-  CUDA_CHECK(cudaMemset(lse.get(), 0xFF, lse.bytes()));
-}
+void DecodeBuffers::poison() { poison_all({&o, &lse}); }
 
 }  // namespace fa
