@@ -214,12 +214,18 @@ struct BwdParams {
 //                each mode, chosen on the host where it is launched) instead of
 //                p.deterministic read at run time: the non-deterministic kernel then carries
 //                no predicated-off plain store beside each of dQ's reductions
+/// \brief Tags naming a traits struct's kernel (its member WarpLayout): main_kernel, defined
+/// beside each kernel (flash_bwd_kernel.cuh, flash_bwd_2d.cuh), returns the kernel of a tag.
+struct WarpLayout1d {};  // BwdTraits: flash_bwd_kernel, each warp 16 keys of every product
+struct WarpLayout2d {};  // Bwd2dTraits: flash_bwd_2d_kernel, a 2-D warp layout per product
+
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, int kMinBlocks_ = 1,
           bool kOneBarrier_ = false, bool kDqPairs_ = false, bool kStagger_ = false,
           bool kHeavyFirst_ = false, bool kDqQuads_ = false, bool kDqBulk_ = false,
           bool kMaskFree_ = false, bool kDetCompiled_ = false>
 struct BwdTraits {
   using Element = Element_;                       // __nv_bfloat16 or __half
+  using WarpLayout = WarpLayout1d;                // launched as flash_bwd_kernel
   static constexpr int kHeadDim = kHeadDim_;      // d
   static constexpr int kBlockM = kBlockM_;        // query rows per Q tile
   static constexpr int kBlockN = kBlockN_;        // keys per CTA
@@ -297,29 +303,42 @@ struct BwdTraits {
   }
 };
 
-/// \brief Which configuration the step runs. true (the step's): the one bin/variants_11
-/// measured fastest — one barrier per Q tile and dQ's atomics in pairs at both d, and 64-row
-/// Q tiles at d = 128 (its rows b1p2 and m64b1p2). false: the configuration chapter 11 builds
-/// first (64 × 128 at d = 64, 32 × 128 at d = 128, every switch off; bin/variants_11's row r,
-/// the baseline its table times the others against). Both pass the same tests.
+/// \brief The kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh,
+/// which defines it and gives the defaults): declared here so that BwdConfig can name it.
+template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kSUnroll_,
+          bool kDetCompiled_, bool kTileCounter_>
+struct Bwd2dTraits;
+
+/// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11
+/// measured fastest (docs/results/h200-variants-11-13100b5.md) — at d = 64 this kernel with one
+/// barrier per Q tile, dQ's atomics in pairs, no selects on the Q tiles that need no mask and
+/// the deterministic mode compiled per mode (row b1p2mc); at d = 128 the kernel with
+/// FlashAttention-2's 2-D warp layouts, its S/dP loop unrolled, no selects on mask-free tiles,
+/// the mode compiled and the tiles counted (flash_bwd_2d.cuh, row fa2uf). false: the
+/// configuration chapter 11 builds first (64 × 128 at d = 64, 32 × 128 at d = 128, this kernel
+/// with every switch off; bin/variants_11's row r, the baseline its table times the others
+/// against). Both pass the same tests.
 constexpr bool kTunedBwd = true;
 
 /// \brief The tiles and switches per head dim; both masks and dtypes use them. `Traits` runs
 /// where the device's shared memory per block allows it, `Fallback` elsewhere (check_device
-/// asks only that `Fallback` fits; both have kBlockN = 128).
+/// asks only that `Fallback` fits; both have kBlockN = 128, the dQ slabs' width).
 template <int kHeadDim, class Element>
 struct BwdConfig;
 template <class Element>
 struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 119 KB smem (untuned 101 KB)
-  using Traits = std::conditional_t<kTunedBwd, BwdTraits<64, 64, 128, Element, 1, true, true>,
-                                    BwdTraits<64, 64, 128, Element>>;
+  using Traits = std::conditional_t<
+      kTunedBwd, BwdTraits<64, 64, 128, Element, 1, true, true, false, false, false, false, true, true>,
+      BwdTraits<64, 64, 128, Element>>;
   using Fallback = Traits;
 };
 template <class Element>
-struct BwdConfig<128, Element> {  // 64 (untuned 32) rows × 128 keys, 8 warps: 183 KB smem
-  using Traits = std::conditional_t<kTunedBwd, BwdTraits<128, 64, 128, Element, 1, true, true>,
+struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 163 KB smem
+  using Traits = std::conditional_t<kTunedBwd, Bwd2dTraits<128, Element, false, true, 8, true, true>,
                                     BwdTraits<128, 32, 128, Element>>;
-  // 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for an A100's 163 KB.
+  // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
+  // blocks cannot have the 2-D kernel's 163 KB (an A100's limit is exactly 163 KB; one with
+  // less than 126.5 KB is refused by check_device).
   using Fallback =
       std::conditional_t<kTunedBwd, BwdTraits<128, 32, 128, Element, 1, true, true>, Traits>;
 };
