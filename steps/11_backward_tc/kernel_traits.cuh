@@ -132,9 +132,9 @@ struct BwdParams {
 //   d = 128 causal 129.7 / 161.9 / 183.6    torch_flash 169.3 / 257.1 / 310.1
 //   d = 64  full   169.4 / 186.6 / 189.9    d = 64 causal 120.9 / 157.5 / 174.3
 // Inside the predicted 180–240, and 0.6–0.8 × torch_flash. That is the configuration first
-// measured (kTunedBwd = false below); the step runs the tuned one (kTunedBwd = true), measured
-// at 0.76–1.00 × torch_flash's backward for N >= 1024 in the same run (docs/results/h200.md,
-// chapter 11).
+// measured (kTunedBwd = false below); the step runs the tuned ones (kTunedBwd = true: this
+// kernel with four switches at d = 64, the 2-D kernel of flash_bwd_2d.cuh at d = 128), which
+// chapter 11 times against torch_flash's backward (docs/results/h200.md).
 //
 // What limits it. 194 TFLOP/s is ~740 FLOPs per clock per SM (132 SMs, ~1.98 GHz): 45–50% of
 // the shared-memory cap above and under a third of mma.sync's rate, so neither pipe is full;
@@ -170,14 +170,21 @@ struct BwdParams {
 //    registers for dV and dK and write only dSᵀ.
 //  * dQ the same way as ours: fp32 atomicAdd into an accumulator, one element at a time, and a
 //    convert kernel after; dK and dV per CTA, as ours.
-// So the gap is mostly structural (the warp layout and the tile it allows), not a switch;
-// bin/variants_11 measures what the switches below can buy without changing the layout, and
-// its rows fa2 and fa2q run a second kernel with FlashAttention-2's layouts at d = 128
-// (variants/flash_bwd_2d.cuh).
+// So the gap is partly structural (the warp layout and the tile it allows), partly the scalar
+// work around the products. bin/variants_11 measured both (chapter 11, and
+// docs/results/h200-variants-11-13100b5.md): the switches below, without changing the
+// layout, and a second kernel with FlashAttention-2's layouts at d = 128 (flash_bwd_2d.cuh).
+// That kernel alone was level without the causal mask (row fa2, 0.98 × this kernel's
+// 64 × 128) and, with the per-tile instructions it issued beyond FlashAttention-2's removed
+// (row fa2uf), 1.08–1.20 × it. It is the step's kernel at d = 128 now (BwdConfig<128>),
+// where a block may have its 163 KB; this one runs at d = 64, where the same kind of switches
+// gave 1.02–1.07 × (row b1p2mc), and as the fallback at d = 128.
 // ---------------------------------------------------------------------------------------------
 //
 // The switches after the tiles (all off in the configuration above; bin/variants_11 measures
-// each one alone, and variants/variants_d64.cu and variants_d128.cu predict what each buys):
+// each one alone, and variants/variants_d64.cu and variants_d128.cu predict what each buys).
+// The step runs kOneBarrier, kDqPairs, kMaskFree and kDetCompiled at d = 64, and kOneBarrier
+// and kDqPairs in the 32-row fallback at d = 128 (BwdConfig, below):
 //   kMinBlocks   CTAs per SM promised to ptxas (__launch_bounds__): 2 needs kBlockN = 64 (4
 //                warps) so that two CTAs' registers fit, and caps them at 255 anyway
 //   kOneBarrier  one __syncthreads per Q tile instead of two: dSᵀ double-buffered (+18 KB at
