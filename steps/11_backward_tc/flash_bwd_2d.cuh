@@ -82,8 +82,8 @@ template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_
           int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false>
 struct Bwd2dTraits {
   using Element = Element_;
-  using WarpLayout = WarpLayout2d;              // launched as flash_bwd_2d_kernel
-  static constexpr bool kHeavyFirst = false;    // the grid (⌈N_kv / kBlockN⌉, B · H_kv)
+  using WarpLayout = WarpLayout2d;            // launched as flash_bwd_2d_kernel
+  static constexpr bool kHeavyFirst = false;  // the grid (⌈N_kv / kBlockN⌉, B · H_kv)
   static constexpr bool kDqFirst = kDqFirst_;
   static constexpr bool kMaskFree = kMaskFree_;
   static constexpr int kSUnroll = kSUnroll_;

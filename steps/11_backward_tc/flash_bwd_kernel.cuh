@@ -737,8 +737,8 @@ inline unsigned blocks_for(long long work, int threads) {
 }
 
 /// \brief The three kernels with the main kernel's tiles and switches `Traits`, BwdTraits or
-/// Bwd2dTraits (run_flash_bwd: the step's own; bin/variants_11: others). `p` must have been made for Traits::kBlockN
-/// (deterministic mode: one dQ slab per CTA along the keys).
+/// Bwd2dTraits (run_flash_bwd: the step's own; bin/variants_11: others). `p` must have been made
+/// for Traits::kBlockN (deterministic mode: one dQ slab per CTA along the keys).
 template <class Traits>
 void run_flash_bwd_traits(const BwdParams& p, cudaStream_t stream) {
   using Element = typename Traits::Element;

@@ -335,14 +335,16 @@ struct BwdConfig;
 template <class Element>
 struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 119 KB smem (untuned 101 KB)
   using Traits = std::conditional_t<
-      kTunedBwd, BwdTraits<64, 64, 128, Element, 1, true, true, false, false, false, false, true, true>,
+      kTunedBwd,
+      BwdTraits<64, 64, 128, Element, 1, true, true, false, false, false, false, true, true>,
       BwdTraits<64, 64, 128, Element>>;
   using Fallback = Traits;
 };
 template <class Element>
 struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 163 KB smem
-  using Traits = std::conditional_t<kTunedBwd, Bwd2dTraits<128, Element, false, true, 8, true, true>,
-                                    BwdTraits<128, 32, 128, Element>>;
+  using Traits =
+      std::conditional_t<kTunedBwd, Bwd2dTraits<128, Element, false, true, 8, true, true>,
+                         BwdTraits<128, 32, 128, Element>>;
   // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
   // blocks cannot have the 2-D kernel's 163 KB (an A100's limit is exactly 163 KB; one with
   // less than 126.5 KB is refused by check_device).
