@@ -148,19 +148,22 @@ TEST_CASE("backward edges: fully masked rows, odd d, many heads, refusals, check
     const int d = dims_for(*step).front();
     if (step->causal) {
       // Rows 0..63 see no key at all (L = -inf): their dQ must be exactly 0, never NaN, and
-      // they add nothing to dK and dV (the verdict compares those).
-      const Problem p = for_step(*step, make_problem(1, 2, 2, 100, 36, d, true));
-      const auto [in, want] = make_case(p, Distribution::Normal, next_seed());
-      const Grads got = run_backward_on_device(*step, in, want);
-      const fa::Strides s = p.q_strides();
-      for (int h = 0; h < 2; ++h)
-        for (int i = 0; i < 64; ++i) {
-          INFO(step->name << " h=" << h << " i=" << i);
-          for (int c = 0; c < d; ++c) REQUIRE(got.dq[h * s.head + i * s.row + c] == 0.f);
-        }
-      CHECK(verdict(p, got, want).empty());
-      // Only the last row sees every key; N_q = 1 with N_kv = 1000 causal: one row, all keys.
-      check_case(*step, make_problem(1, 2, 2, 1, 1000, d, true));
+      // they add nothing to dK and dV (the verdict compares those). Every head dim: a step
+      // may run a different kernel for each (step 11 does at d = 128).
+      for (int dm : dims_for(*step)) {
+        const Problem p = for_step(*step, make_problem(1, 2, 2, 100, 36, dm, true));
+        const auto [in, want] = make_case(p, Distribution::Normal, next_seed());
+        const Grads got = run_backward_on_device(*step, in, want);
+        const fa::Strides s = p.q_strides();
+        for (int h = 0; h < 2; ++h)
+          for (int i = 0; i < 64; ++i) {
+            INFO(step->name << " d=" << dm << " h=" << h << " i=" << i);
+            for (int c = 0; c < dm; ++c) REQUIRE(got.dq[h * s.head + i * s.row + c] == 0.f);
+          }
+        CHECK(verdict(p, got, want).empty());
+        // Only the last row sees every key; N_q = 1 with N_kv = 1000 causal: one row, all keys.
+        check_case(*step, make_problem(1, 2, 2, 1, 1000, dm, true));
+      }
     }
     check_case(*step, make_problem(3, 5, 5, 65, 65, d, step->causal));  // B·H not a power of 2
     for (int odd : {1, 17, 40, 96, 200, 256}) {  // head dims off the usual list, where accepted

@@ -15,6 +15,9 @@
 //     computed (flash_bwd_kernel.cuh).
 //   * dQ: fp32 atomics (red.global.add.f32) into a workspace accumulator, converted to the
 //     problem's dtype (times the softmax scale) by a last kernel. dK and dV: written once.
+//   * At d = 128 the step runs a second main kernel where a block may have its 163 KB of shared
+//     memory: FlashAttention-2's 2-D warp layouts, a layout per product, P and dS both through
+//     shared memory (flash_bwd_2d.cuh); the one above, which chapter 11 builds, elsewhere.
 //
 // GQA and MQA: as step 10, the CTA that owns a K/V tile loops over every query head of its
 // group, so dK and dV are summed over the group in its registers, in a fixed order: no atomics
@@ -43,20 +46,25 @@
 // the simpler thing to teach. dK and dV are deterministic in both modes.
 //
 // The kernels (CUDA 13.0, sm_90, nvcc -Xptxas -v; kernel_traits.cuh has the arithmetic behind
-// them; fp16 and bf16 compile to the same counts):
+// them; fp16 and bf16 compile to the same counts but where said):
 //
-//   d    tile (rows × keys)  warps  switches         smem      registers       stack (spills)
-//                                                                 non-causal /
-//                                                                 causal
-//   64   64 × 128            8      1 barrier, v2    119 KB    236 / 245       none
-//   128  64 × 128            8      1 barrier, v2    183 KB    255 / 254       none
-//   128  32 × 128 (fallback) 8      1 barrier, v2    126.5 KB  245 / 255       none
+//   d    kernel, tile (rows × keys)   switches                smem      registers        stack
+//                                                                       non-causal /     (spills)
+//                                                                       causal, and
+//                                                                       deterministic
+//   64   1-D, 64 × 128                1 barrier, v2, m, c     119 KB    236 / 246,       none
+//                                                                       237 / 243
+//   128  2-D, 64 × 128                fa2uf: m, c, unrolled   163 KB    253 / 254 (fp16  none
+//                                                                       255), 249 / 255
+//   128  1-D, 32 × 128 (fallback)     1 barrier, v2           126.5 KB  245 / 255        none
 //
-// (kernel_traits.cuh, BwdConfig: the fallback runs where a block cannot have 183 KB of shared
-// memory, e.g. an A100; kTunedBwd = false gives back the configuration first measured, 64 × 128
-// and 32 × 128 with no switch, 101 and 116.5 KB, 240 / 245 and 244 / 255 registers), and the
-// D and convert kernels 30 and 28 registers. One CTA per SM. d = 128 is at the edge:
-// kernel_traits.cuh lists what it took to keep it free of spills.
+// (m: no selects on mask-free tiles; c: the deterministic mode compiled, a kernel per mode.
+// kernel_traits.cuh, BwdConfig: the fallback runs where a block cannot have 163 KB of shared
+// memory; kTunedBwd = false gives back the configuration first measured, the 1-D kernel at
+// 64 × 128 and 32 × 128 with no switch, 101 and 116.5 KB, 240 / 245 and 244 / 255 registers),
+// and the D and convert kernels 30 and 28 registers. One CTA per SM. Both main kernels are at
+// the edge at d = 128: kernel_traits.cuh (the 1-D kernel) and variants/variants_d128_2d.cu
+// (row fa2uf) say what it took to keep them free of spills.
 //
 // Compile one file alone, with its register counts:
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -gencode arch=compute_90,code=sm_90 -I.
@@ -67,10 +75,9 @@
 //     build/bin/probe_11_backward_tc && ctest --test-dir build -L 11_backward_tc
 //
 // Measured against torch_flash: kernel_traits.cuh (the configuration first measured, 0.6–0.8 ×
-// torch_flash; the tuned one the step runs, 0.76–1.00 × for N >= 1024); bin/variants_11 times
-// the tiles and switches (the step's own time: bin/bench_11_backward_tc). Not yet:
-// FlashAttention-2's 2-D warp layout (kernel_traits.cuh says why it is the larger gap); the
-// deterministic mode's memory not bounded (no chunking of the slabs).
+// torch_flash); chapter 11 has the step's; bin/variants_11 times the tiles, switches and the
+// 2-D kernel (the step's own time: bin/bench_11_backward_tc). Not yet: the deterministic
+// mode's memory not bounded (no chunking of the slabs).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -85,14 +92,13 @@
 namespace fa::step11 {
 
 /// The main kernel's CTAs along the keys: ⌈N_kv / kBlockN⌉ (kBlockN is 128 for every d and
-/// for both of its configurations, BwdConfig's Traits and Fallback).
+/// for both of its configurations, BwdConfig's Traits and Fallback: run_flash_bwd asserts
+/// that Traits has its Fallback's, which the 2-D kernel's Traits is not defined here to show).
 static long long kv_blocks(const Problem& prob) {
   static_assert(
-      BwdConfig<64, __half>::Traits::kBlockN == BwdConfig<128, __half>::Traits::kBlockN &&
-          BwdConfig<64, __half>::Fallback::kBlockN == BwdConfig<64, __half>::Traits::kBlockN &&
-          BwdConfig<128, __half>::Fallback::kBlockN == BwdConfig<128, __half>::Traits::kBlockN,
+      BwdConfig<64, __half>::Fallback::kBlockN == BwdConfig<128, __half>::Fallback::kBlockN,
       "one kBlockN for every head dim and configuration");
-  constexpr int kBlockN = BwdConfig<64, __half>::Traits::kBlockN;
+  constexpr int kBlockN = BwdConfig<64, __half>::Fallback::kBlockN;
   return (prob.n_kv + kBlockN - 1) / kBlockN;
 }
 

@@ -696,14 +696,31 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
   }
 }
 
+/// \brief The main kernel of BwdTraits `Traits` (its WarpLayout); flash_bwd_2d.cuh gives the
+/// one of Bwd2dTraits.
+template <class Traits, bool IsCausal, bool Deterministic>
+constexpr auto main_kernel(WarpLayout1d) {
+  return flash_bwd_kernel<Traits, IsCausal, Deterministic>;
+}
+
+}  // namespace fa::step11
+
+// The main kernel with FlashAttention-2's 2-D warp layouts, the step's at d = 128 (BwdConfig):
+// it uses this file's helpers and its preprocessing and convert kernels, and is launched by the
+// host side below.
+#include "flash_bwd_2d.cuh"
+
+namespace fa::step11 {
+
 // ---------------------------------------------------------------------------------------------
-// Host side: three launches on one stream.
+// Host side: three launches on one stream, for either main kernel.
 // ---------------------------------------------------------------------------------------------
 template <class Traits, bool IsCausal>
 void launch_flash_bwd_main(const BwdParams& p, cudaStream_t stream) {
-  auto kernel = flash_bwd_kernel<Traits, IsCausal>;
+  using Layout = typename Traits::WarpLayout;
+  auto kernel = main_kernel<Traits, IsCausal, false>(Layout{});
   if constexpr (Traits::kDetCompiled)  // a kernel for each mode, its argument p.deterministic
-    if (p.deterministic) kernel = flash_bwd_kernel<Traits, IsCausal, true>;
+    if (p.deterministic) kernel = main_kernel<Traits, IsCausal, true>(Layout{});
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Traits::kSmemBytes));
   const unsigned n_blocks = (p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN;
@@ -719,9 +736,9 @@ inline unsigned blocks_for(long long work, int threads) {
   return static_cast<unsigned>(b < 65536 ? (b > 0 ? b : 1) : 65536);
 }
 
-/// \brief The three kernels with the main kernel's tiles and switches `Traits` (run_flash_bwd:
-/// the step's own; bin/variants_11: others). `p` must have been made for Traits::kBlockN
-/// (deterministic mode: one dQ slab per CTA along the keys).
+/// \brief The three kernels with the main kernel's tiles and switches `Traits`, BwdTraits or
+/// Bwd2dTraits (run_flash_bwd: the step's own; bin/variants_11: others). `p` must have been made
+/// for Traits::kBlockN (deterministic mode: one dQ slab per CTA along the keys).
 template <class Traits>
 void run_flash_bwd_traits(const BwdParams& p, cudaStream_t stream) {
   using Element = typename Traits::Element;
@@ -745,6 +762,8 @@ template <int kHeadDim, class Element>
 void run_flash_bwd(const BwdParams& p, cudaStream_t stream) {
   using Traits = typename BwdConfig<kHeadDim, Element>::Traits;
   using Fallback = typename BwdConfig<kHeadDim, Element>::Fallback;
+  static_assert(Traits::kBlockN == Fallback::kBlockN,
+                "api.cu sizes the deterministic mode's dQ slabs for one kBlockN");
   if constexpr (!std::is_same_v<Traits, Fallback>) {
     int device = 0, smem = 0;
     CUDA_CHECK(cudaGetDevice(&device));

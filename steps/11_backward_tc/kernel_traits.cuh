@@ -132,9 +132,9 @@ struct BwdParams {
 //   d = 128 causal 129.7 / 161.9 / 183.6    torch_flash 169.3 / 257.1 / 310.1
 //   d = 64  full   169.4 / 186.6 / 189.9    d = 64 causal 120.9 / 157.5 / 174.3
 // Inside the predicted 180–240, and 0.6–0.8 × torch_flash. That is the configuration first
-// measured (kTunedBwd = false below); the step runs the tuned one (kTunedBwd = true), measured
-// at 0.76–1.00 × torch_flash's backward for N >= 1024 in the same run (docs/results/h200.md,
-// chapter 11).
+// measured (kTunedBwd = false below); the step runs the tuned ones (kTunedBwd = true: this
+// kernel with four switches at d = 64, the 2-D kernel of flash_bwd_2d.cuh at d = 128), which
+// chapter 11 times against torch_flash's backward (docs/results/h200.md).
 //
 // What limits it. 194 TFLOP/s is ~740 FLOPs per clock per SM (132 SMs, ~1.98 GHz): 45–50% of
 // the shared-memory cap above and under a third of mma.sync's rate, so neither pipe is full;
@@ -170,14 +170,21 @@ struct BwdParams {
 //    registers for dV and dK and write only dSᵀ.
 //  * dQ the same way as ours: fp32 atomicAdd into an accumulator, one element at a time, and a
 //    convert kernel after; dK and dV per CTA, as ours.
-// So the gap is mostly structural (the warp layout and the tile it allows), not a switch;
-// bin/variants_11 measures what the switches below can buy without changing the layout, and
-// its rows fa2 and fa2q run a second kernel with FlashAttention-2's layouts at d = 128
-// (variants/flash_bwd_2d.cuh).
+// So the gap is partly structural (the warp layout and the tile it allows), partly the scalar
+// work around the products. bin/variants_11 measured both (chapter 11, and
+// docs/results/h200-variants-11-13100b5.md): the switches below, without changing the
+// layout, and a second kernel with FlashAttention-2's layouts at d = 128 (flash_bwd_2d.cuh).
+// That kernel alone was level without the causal mask (row fa2, 0.98 × this kernel's
+// 64 × 128) and, with the per-tile instructions it issued beyond FlashAttention-2's removed
+// (row fa2uf), 1.08–1.20 × it. It is the step's kernel at d = 128 now (BwdConfig<128>),
+// where a block may have its 163 KB; this one runs at d = 64, where the same kind of switches
+// gave 1.02–1.07 × (row b1p2mc), and as the fallback at d = 128.
 // ---------------------------------------------------------------------------------------------
 //
 // The switches after the tiles (all off in the configuration above; bin/variants_11 measures
-// each one alone, and variants/variants_d64.cu and variants_d128.cu predict what each buys):
+// each one alone, and variants/variants_d64.cu and variants_d128.cu predict what each buys).
+// The step runs kOneBarrier, kDqPairs, kMaskFree and kDetCompiled at d = 64, and kOneBarrier
+// and kDqPairs in the 32-row fallback at d = 128 (BwdConfig, below):
 //   kMinBlocks   CTAs per SM promised to ptxas (__launch_bounds__): 2 needs kBlockN = 64 (4
 //                warps) so that two CTAs' registers fit, and caps them at 255 anyway
 //   kOneBarrier  one __syncthreads per Q tile instead of two: dSᵀ double-buffered (+18 KB at
@@ -214,12 +221,18 @@ struct BwdParams {
 //                each mode, chosen on the host where it is launched) instead of
 //                p.deterministic read at run time: the non-deterministic kernel then carries
 //                no predicated-off plain store beside each of dQ's reductions
+/// \brief Tags naming a traits struct's kernel (its member WarpLayout): main_kernel, defined
+/// beside each kernel (flash_bwd_kernel.cuh, flash_bwd_2d.cuh), returns the kernel of a tag.
+struct WarpLayout1d {};  // BwdTraits: flash_bwd_kernel, each warp 16 keys of every product
+struct WarpLayout2d {};  // Bwd2dTraits: flash_bwd_2d_kernel, a 2-D warp layout per product
+
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, int kMinBlocks_ = 1,
           bool kOneBarrier_ = false, bool kDqPairs_ = false, bool kStagger_ = false,
           bool kHeavyFirst_ = false, bool kDqQuads_ = false, bool kDqBulk_ = false,
           bool kMaskFree_ = false, bool kDetCompiled_ = false>
 struct BwdTraits {
   using Element = Element_;                       // __nv_bfloat16 or __half
+  using WarpLayout = WarpLayout1d;                // launched as flash_bwd_kernel
   static constexpr int kHeadDim = kHeadDim_;      // d
   static constexpr int kBlockM = kBlockM_;        // query rows per Q tile
   static constexpr int kBlockN = kBlockN_;        // keys per CTA
@@ -297,29 +310,44 @@ struct BwdTraits {
   }
 };
 
-/// \brief Which configuration the step runs. true (the step's): the one bin/variants_11
-/// measured fastest — one barrier per Q tile and dQ's atomics in pairs at both d, and 64-row
-/// Q tiles at d = 128 (its rows b1p2 and m64b1p2). false: the configuration chapter 11 builds
-/// first (64 × 128 at d = 64, 32 × 128 at d = 128, every switch off; bin/variants_11's row r,
-/// the baseline its table times the others against). Both pass the same tests.
+/// \brief The kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh,
+/// which defines it and gives the defaults): declared here so that BwdConfig can name it.
+template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kSUnroll_,
+          bool kDetCompiled_, bool kTileCounter_>
+struct Bwd2dTraits;
+
+/// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11
+/// measured fastest (docs/results/h200-variants-11-13100b5.md) — at d = 64 this kernel with one
+/// barrier per Q tile, dQ's atomics in pairs, no selects on the Q tiles that need no mask and
+/// the deterministic mode compiled per mode (row b1p2mc); at d = 128 the kernel with
+/// FlashAttention-2's 2-D warp layouts, its S/dP loop unrolled, no selects on mask-free tiles,
+/// the mode compiled and the tiles counted (flash_bwd_2d.cuh, row fa2uf). false: the
+/// configuration chapter 11 builds first (64 × 128 at d = 64, 32 × 128 at d = 128, this kernel
+/// with every switch off; bin/variants_11's row r, the baseline its table times the others
+/// against). Both pass the same tests.
 constexpr bool kTunedBwd = true;
 
 /// \brief The tiles and switches per head dim; both masks and dtypes use them. `Traits` runs
 /// where the device's shared memory per block allows it, `Fallback` elsewhere (check_device
-/// asks only that `Fallback` fits; both have kBlockN = 128).
+/// asks only that `Fallback` fits; both have kBlockN = 128, the dQ slabs' width).
 template <int kHeadDim, class Element>
 struct BwdConfig;
 template <class Element>
 struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 119 KB smem (untuned 101 KB)
-  using Traits = std::conditional_t<kTunedBwd, BwdTraits<64, 64, 128, Element, 1, true, true>,
-                                    BwdTraits<64, 64, 128, Element>>;
+  using Traits = std::conditional_t<
+      kTunedBwd,
+      BwdTraits<64, 64, 128, Element, 1, true, true, false, false, false, false, true, true>,
+      BwdTraits<64, 64, 128, Element>>;
   using Fallback = Traits;
 };
 template <class Element>
-struct BwdConfig<128, Element> {  // 64 (untuned 32) rows × 128 keys, 8 warps: 183 KB smem
-  using Traits = std::conditional_t<kTunedBwd, BwdTraits<128, 64, 128, Element, 1, true, true>,
-                                    BwdTraits<128, 32, 128, Element>>;
-  // 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for an A100's 163 KB.
+struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 163 KB smem
+  using Traits =
+      std::conditional_t<kTunedBwd, Bwd2dTraits<128, Element, false, true, 8, true, true>,
+                         BwdTraits<128, 32, 128, Element>>;
+  // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
+  // blocks cannot have the 2-D kernel's 163 KB (an A100's limit is exactly 163 KB; one with
+  // less than 126.5 KB is refused by check_device).
   using Fallback =
       std::conditional_t<kTunedBwd, BwdTraits<128, 32, 128, Element, 1, true, true>, Traits>;
 };

@@ -19,6 +19,28 @@ long long dq_slabs(const Problem& p) {
   return p.deterministic ? (p.n_kv + T::kBlockN - 1) / T::kBlockN : 1;
 }
 
+/// \brief Gives `v` the launch of traits `T` (bf16, BwdTraits or Bwd2dTraits): its head dim,
+/// shared memory, workspace, the step's three kernels (run_flash_bwd_traits) and the main
+/// kernel's register counts.
+template <class T>
+void set_launch(Variant& v) {
+  v.head_dim = T::kHeadDim;
+  v.smem_bytes = T::kSmemBytes;
+  v.backward_workspace_bytes = [](const Problem& p) {
+    return sizeof(float) * static_cast<std::size_t>(p.q_elems() * dq_slabs<T>(p) + p.lse_elems());
+  };
+  v.backward = [](const Problem& prob, const BackwardTensors& t, void* workspace) {
+    if (prob.dtype != DType::BF16 || prob.head_dim != T::kHeadDim)
+      throw std::invalid_argument("variant for bf16, head_dim " + std::to_string(T::kHeadDim) +
+                                  ", given " + prob.describe());
+    BwdParams p = make_bwd_params(prob, t, workspace);
+    p.delta = p.dq_acc + p.q_elems * dq_slabs<T>(prob);  // the slabs of T's kBlockN
+    run_flash_bwd_traits<T>(p, nullptr);
+  };
+  variants::set_kernel_counts(
+      v, reinterpret_cast<const void*>(main_kernel<T, false, false>(typename T::WarpLayout{})));
+}
+
 /// \brief Describes and launches BwdTraits `T` (bf16) as a backward Variant.
 template <class T>
 Variant make_variant(std::string name, std::string change) {
@@ -36,20 +58,7 @@ Variant make_variant(std::string name, std::string change) {
              (T::kHeavyFirst ? ", grid (B·H, keys)" : "") +
              (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
              (T::kDetCompiled ? ", dQ store kind compiled per mode" : "");
-  v.head_dim = T::kHeadDim;
-  v.smem_bytes = T::kSmemBytes;
-  v.backward_workspace_bytes = [](const Problem& p) {
-    return sizeof(float) * static_cast<std::size_t>(p.q_elems() * dq_slabs<T>(p) + p.lse_elems());
-  };
-  v.backward = [](const Problem& prob, const BackwardTensors& t, void* workspace) {
-    if (prob.dtype != DType::BF16 || prob.head_dim != T::kHeadDim)
-      throw std::invalid_argument("variant for bf16, head_dim " + std::to_string(T::kHeadDim) +
-                                  ", given " + prob.describe());
-    BwdParams p = make_bwd_params(prob, t, workspace);
-    p.delta = p.dq_acc + p.q_elems * dq_slabs<T>(prob);  // the slabs of T's kBlockN
-    run_flash_bwd_traits<T>(p, nullptr);
-  };
-  variants::set_kernel_counts(v, reinterpret_cast<const void*>(&flash_bwd_kernel<T, false>));
+  set_launch<T>(v);
   return v;
 }
 

@@ -1,22 +1,20 @@
 // variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc" and "fa2uf" of step
 // 11's backward table (bin/variants_11): the kernel with FlashAttention-2's two-dimensional
-// warp layouts (flash_bwd_2d.cuh) and its switches, bf16, d = 128, described and launched as
-// a Variant the way make_variant.cuh does it for BwdTraits.
+// warp layouts (flash_bwd_2d.cuh, the step's at d = 128 in fa2uf's switches) and its switches,
+// bf16, d = 128, described as a Variant and launched by make_variant.cuh's set_launch.
 #include <cuda_bf16.h>
 
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "flash_bwd_2d.cuh"
 #include "make_variant.cuh"
 
 namespace fa::step11 {
 
 namespace {
 
-/// \brief Describes and launches Bwd2dTraits `T` (bf16) as a backward Variant.
+/// \brief Describes Bwd2dTraits `T` (bf16) as a backward Variant.
 template <class T>
 Variant make_variant_2d(std::string name, std::string change) {
   Variant v;
@@ -33,20 +31,7 @@ Variant make_variant_2d(std::string name, std::string change) {
                                 : std::string()) +
              (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
              (T::kTileCounter ? ", tile counters" : "");
-  v.head_dim = T::kHeadDim;
-  v.smem_bytes = T::kSmemBytes;
-  v.backward_workspace_bytes = [](const Problem& p) {
-    return sizeof(float) * static_cast<std::size_t>(p.q_elems() * dq_slabs<T>(p) + p.lse_elems());
-  };
-  v.backward = [](const Problem& prob, const BackwardTensors& t, void* workspace) {
-    if (prob.dtype != DType::BF16 || prob.head_dim != T::kHeadDim)
-      throw std::invalid_argument("variant for bf16, head_dim " + std::to_string(T::kHeadDim) +
-                                  ", given " + prob.describe());
-    BwdParams p = make_bwd_params(prob, t, workspace);
-    p.delta = p.dq_acc + p.q_elems * dq_slabs<T>(prob);  // the slabs of T's kBlockN
-    run_flash_bwd_2d<T>(p, nullptr);
-  };
-  variants::set_kernel_counts(v, reinterpret_cast<const void*>(&flash_bwd_2d_kernel<T, false>));
+  set_launch<T>(v);
   return v;
 }
 

@@ -1,8 +1,11 @@
 // flash_bwd_2d.cuh — step 11's backward with FlashAttention-2's two-dimensional warp layouts
-// (d = 128): a kernel of its own for bin/variants_11 (rows "fa2", "fa2q" and, with the
-// switches of Bwd2dTraits, "fa2m", "fa2u", "fa2mc", "fa2uf"), not the step's.
+// (d = 128): the step's main kernel at d = 128 (BwdConfig<128, ·>::Traits, kernel_traits.cuh:
+// the switches of bin/variants_11's row "fa2uf", the fastest it measured) wherever a block may
+// have its 163 KB of shared memory. bin/variants_11 also runs it with the other switches of
+// Bwd2dTraits (rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc").
 //
-// The step's kernel (flash_bwd_kernel.cuh) gives each of its 8 warps 16 keys and computes
+// The kernel chapter 11 builds (flash_bwd_kernel.cuh; the step's at d = 64, and its fallback
+// at d = 128 on a device with less shared memory) gives each of its 8 warps 16 keys and computes
 // everything with those keys as the rows: Pᵀ and dSᵀ stay in registers for dV and dK, but
 // every warp loads every fragment of the Q and dO tiles, twice (kernel_traits.cuh, "What
 // FlashAttention-2's Sm80 backward does differently"). Here each of the five products has a
@@ -40,15 +43,19 @@
 //   P, dS     written: 2 · 32 · 32 · 2 = 4 KB
 //   dV, dK    A: Pᵀ, dSᵀ 2 · 32 · 64 · 2 = 8 KB; B: dO, Q 2 · 64 · 64 · 2 = 16 KB  0.52 MFLOP
 //   dQ        A: dS 32 · 128 · 2 = 8 KB; B: K 128 · 32 · 2 = 8 KB                0.26 MFLOP
-//   in all    76 KB for 1.31 MFLOP: 16.8 FLOPs per byte (m64b1p2, the step's: 13.6)
+//   in all    76 KB for 1.31 MFLOP: 16.8 FLOPs per byte (the 1-D kernel's m64b1p2: 13.6)
 //
-// Everything else is the step's: the grid (one CTA per K/V tile of 128 keys and (batch, K/V
+// Everything else is the 1-D kernel's: the grid (one CTA per K/V tile of 128 keys and (batch, K/V
 // head)), the visits (each query head of the GQA group, each Q tile that sees a key of the
 // CTA's tile, dK and dV summed over the group in registers), bottom-right causal masks by
 // selects, tails zero-filled by the copies, dQ by v2 fp32 atomics into dq_acc (deterministic
 // mode: plain stores into the CTA's slab), the exact path for a tile on the causal diagonal
 // when an input holds an inf or a NaN, and the preprocessing and convert kernels themselves
-// (flash_bwd_kernel.cuh).
+// (flash_bwd_kernel.cuh), launched by the same host code (run_flash_bwd_traits).
+//
+// Included by flash_bwd_kernel.cuh after its own kernels, whose helpers (copies, masks, the
+// exact path's checks) this file uses and whose host side (run_flash_bwd_traits) launches
+// either main kernel; include flash_bwd_kernel.cuh, not this file.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -56,7 +63,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../flash_bwd_kernel.cuh"
+#include "kernel_traits.cuh"
 
 namespace fa::step11 {
 
@@ -75,6 +82,8 @@ template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_
           int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false>
 struct Bwd2dTraits {
   using Element = Element_;
+  using WarpLayout = WarpLayout2d;            // launched as flash_bwd_2d_kernel
+  static constexpr bool kHeavyFirst = false;  // the grid (⌈N_kv / kBlockN⌉, B · H_kv)
   static constexpr bool kDqFirst = kDqFirst_;
   static constexpr bool kMaskFree = kMaskFree_;
   static constexpr int kSUnroll = kSUnroll_;
@@ -633,29 +642,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   }
 }
 
-/// \brief The three kernels: the step's preprocessing (D, dQ_acc = 0), the kernel above, the
-/// step's convert. `p` must have been made for Traits::kBlockN (the deterministic slabs).
-template <class Traits>
-void run_flash_bwd_2d(const BwdParams& p, cudaStream_t stream) {
-  using Element = typename Traits::Element;
-  constexpr int kHeadDim = Traits::kHeadDim;
-  const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.n_q;
-  constexpr int kThreads = 256;
-  bwd_preprocess_kernel<Element><<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
-  auto kernel = p.causal ? flash_bwd_2d_kernel<Traits, true> : flash_bwd_2d_kernel<Traits, false>;
-  if constexpr (Traits::kDetCompiled)  // a kernel for each mode, its argument p.deterministic
-    if (p.deterministic)
-      kernel = p.causal ? flash_bwd_2d_kernel<Traits, true, true>
-                        : flash_bwd_2d_kernel<Traits, false, true>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  Traits::kSmemBytes));
-  const dim3 grid((p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN, p.batch * p.heads_kv);
-  kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
-  bwd_convert_dq_kernel<Traits>
-      <<<blocks_for(rows * (kHeadDim / 8), kThreads), kThreads, 0, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+/// \brief The main kernel of Bwd2dTraits `Traits` (its WarpLayout), for launch_flash_bwd_main
+/// (flash_bwd_kernel.cuh).
+template <class Traits, bool IsCausal, bool Deterministic>
+constexpr auto main_kernel(WarpLayout2d) {
+  return flash_bwd_2d_kernel<Traits, IsCausal, Deterministic>;
 }
 
 }  // namespace fa::step11
