@@ -35,7 +35,8 @@ Variant make_variant(std::string name, std::string change) {
              (T::kStagger ? ", staggered tiles" : ", tiles in order") +
              (T::kHeavyFirst ? ", grid (B·H, keys)" : "") +
              (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
-             (T::kDetCompiled ? ", dQ store kind compiled per mode" : "");
+             (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
+             (T::kFastExp2 ? ", exp2 flushing subnormals" : "");
   v.head_dim = T::kHeadDim;
   v.smem_bytes = T::kSmemBytes;
   v.backward_workspace_bytes = [](const Problem& p) {
