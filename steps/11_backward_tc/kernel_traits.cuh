@@ -216,19 +216,21 @@ struct BwdParams {
 //                no predicated-off plain store beside each of dQ's reductions
 //   kFastExp2    Pᵀ = exp2(Sᵀ·scale_log2 − L·log2e) by one ex2.approx.ftz.f32 (step 07's
 //                fast_exp2, what FlashAttention-2's fast-math build emits) instead of exp2f,
-//                which without --use_fast_math is ex2.approx.f32: subnormal results kept, at
-//                3 instructions more per call than the ftz form (the .text of a test kernel of
-//                64 and of 128 exp2 calls, sm_90, CUDA 13.0: 7 against 4 per call with its
-//                load, fma and add). A lane computes kBlockM / 2 exponentials per Q tile (32 at
-//                kBlockM = 64): 96 instructions per warp and tile. Numerics: a P below 2^-126
-//                (an S·scale more than ~87 below the row's L) becomes +0 instead of a
-//                subnormal, and so does its dS = P·(dP − D); exp2(−inf) is +0 and a NaN stays
-//                a NaN either way (PTX ISA, ex2); a P of 2^-126 or more is the same MUFU.EX2.
-//                Such a P is < 1.2e-38 of the row's sum of P (which is 1), and fp16's P was 0
-//                already (its smallest subnormal is 2^-24); each dropped term of dV or dK is
-//                below 2^-126·|dO| or 2^-126·|dP − D|·|Q|, far under the tolerance rule's
-//                slack (1e-3 for fp16 and bf16, docs/conventions.md), and no value turns from
-//                finite to non-finite or back, which the rule never forgives
+//                which without --use_fast_math is ex2.approx.f32 (subnormal results kept) and
+//                costs 3 instructions more per call: a test kernel of 64 and of 128 calls
+//                (sm_90, CUDA 13.0) has 7 per call against 4 with its load, fma and add, and
+//                the variants' kernels are 192 instructions shorter with the switch (32
+//                exp2 in each of the masked and the mask-free P paths). A lane computes
+//                kBlockM / 2 exponentials per Q tile: 96 instructions per warp and tile at
+//                kBlockM = 64. Numerics: a P below 2^-126 (S·scale more than ~87.3 below the
+//                row's L) becomes +0 instead of a subnormal, and so does its dS = P·(dP − D);
+//                exp2(−inf) is +0 and a NaN stays a NaN either way (PTX ISA, ex2). Such a P
+//                is below 1.2e-38 of its row's sum of P (which is 1), and rounded to fp16 it
+//                was 0 already (fp16's smallest subnormal is 2^-24); each term of dV, dK or dQ
+//                it drops is below 2^-126 · |dO|, or 2^-126 · |dP − D| · scale · |Q| or |K|,
+//                far under the tolerance rule's slack (rel_slack and abs_slack 1e-3 for fp16
+//                and bf16, docs/conventions.md), and no value turns from finite to non-finite
+//                or back (a mismatch in finiteness the rule never passes)
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, int kMinBlocks_ = 1,
           bool kOneBarrier_ = false, bool kDqPairs_ = false, bool kStagger_ = false,
           bool kHeavyFirst_ = false, bool kDqQuads_ = false, bool kDqBulk_ = false,

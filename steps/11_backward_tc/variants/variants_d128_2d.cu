@@ -145,6 +145,8 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // must finish before the barrier after it, but they are FMA-pipe work beside the 32 MUFU.EX2
   // that stay: 8 warps × 96 over 4 schedulers is ~190 of a tile's ~10,000 cycles (~2%) at
   // most. Predicted against fa2uf: 1.00–1.03× non-causal and causal, N = 4096 and 16384.
+  // ptxas (sm_90, CUDA 13.0): 249–255 registers over the four kernels, no spill, each as
+  // fa2uf's; each kernel's code 192 instructions shorter (2,216 → 2,024 non-causal).
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true>>(
       "fa2ufz", "fa2uf with P's exp2 flushing subnormals (ex2.approx.ftz)"));
 }
