@@ -10,8 +10,9 @@ usage: scripts/check_exercises.sh [--cpu-only]
 
 Checks that every exercise is a working exercise:
   1. it matches its solution except at the lesson: in `diff solution exercise` every changed
-     block carries a TODO(exercise) marker (so a solution edited later shows up here), and
-     it has its HINTS.md;
+     block carries a TODO(exercise) marker (so a solution edited later shows up here), or a
+     NOTE(exercise) one where the exercise must differ for another reason that the note
+     gives, and it has its HINTS.md;
   2. it compiles (the target "exercises");
   3. wherever its tests can run here (exercise 00 everywhere, the GPU exercises on a machine
      with a CUDA device) the skeleton FAILS them, by wrong values rather than by a crash or
@@ -50,7 +51,8 @@ exercises=()
 for d in steps/*/exercise; do exercises+=("$(basename "$(dirname "$d")")"); done
 
 # 1. Only the lesson differs. diff -U0 prints one "@@" block per changed region; each must
-# add a line with the marker.
+# add a line with the marker (TODO(exercise), or NOTE(exercise) for a difference that is not
+# the lesson, explained on that line and the ones after it).
 solution_of() {
   case "$1" in
     00_*) echo "reference/$(basename "$2")" ;;
@@ -67,10 +69,10 @@ for step in "${exercises[@]}"; do
     grep -q 'TODO(exercise)' "$f" || { violation "$f has no TODO(exercise) marker"; drift[$nn]=FAIL; }
     bad=$(diff -U0 "$sol" "$f" | awk '
       /^@@/ { if (hunk != "" && !marked) print hunk; hunk = $0; marked = 0; next }
-      /^\+.*TODO\(exercise\)/ { marked = 1 }
+      /^\+.*(TODO|NOTE)\(exercise\)/ { marked = 1 }
       END { if (hunk != "" && !marked) print hunk }')
     if [ -n "$bad" ]; then
-      violation "$f differs from $sol outside the lesson (blocks without TODO(exercise)):"
+      violation "$f differs from $sol outside the lesson (blocks without TODO(exercise) or NOTE(exercise)):"
       sed 's/^/    /' <<<"$bad"
       echo "    see: diff -u $sol $f"
       drift[$nn]=FAIL

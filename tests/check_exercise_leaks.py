@@ -3,8 +3,8 @@
 
 Registered in ctest as conventions/exercise_leaks (host-only, no build needed). For every
 exercise steps/NN_slug/exercise/<file>, the solution is steps/NN_slug/<file> (reference/<file>
-for step 00); the two differ only inside the exercise's TODO(exercise) blocks
-(scripts/check_exercises.sh enforces that). The solution's lines of those blocks are the lines
+for step 00); the two differ only inside the exercise's TODO(exercise) blocks and its
+NOTE(exercise) ones (scripts/check_exercises.sh enforces that). The solution's lines of those blocks are the lines
 the exercise removed: the "-" side of `diff solution exercise`. None of them may appear
 verbatim in chapter docs/NN-*.md before its "## Exercise" heading: the chapter explains the
 idea, the exercise asks the student to write it. After the heading (the exercise itself,

@@ -78,8 +78,14 @@ namespace fa::step11 {
 ///   kDetCompiled the deterministic mode a template argument of the kernel (two kernels per
 ///                mask, chosen on the host) instead of p.deterministic read at run time
 ///   kTileCounter the visited tile's head and first row kept by counters, not divided out
+///   kFastExp2    P = exp2(S·scale_log2 − L·log2e) by one ex2.approx.ftz.f32 instead of
+///                exp2f (exp2_p, flash_bwd_kernel.cuh): 3 instructions fewer per exponential,
+///                32 per lane and Q tile (a warp's 32 × 32 of S), so 96 per warp and tile; a
+///                P below 2^-126 becomes 0 (BwdTraits' kFastExp2, kernel_traits.cuh, has the
+///                numerics and why the tolerance rule does not notice)
 template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_ = false,
-          int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false>
+          int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false,
+          bool kFastExp2_ = false>
 struct Bwd2dTraits {
   using Element = Element_;
   using WarpLayout = WarpLayout2d;            // launched as flash_bwd_2d_kernel
@@ -89,6 +95,7 @@ struct Bwd2dTraits {
   static constexpr int kSUnroll = kSUnroll_;
   static constexpr bool kDetCompiled = kDetCompiled_;
   static constexpr bool kTileCounter = kTileCounter_;
+  static constexpr bool kFastExp2 = kFastExp2_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 64;   // query rows per Q tile
   static constexpr int kBlockN = 128;  // keys per CTA
@@ -443,11 +450,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
               const int x = 2 * hh + e;
               if constexpr (kMasked) {
                 const bool vis = row_ok && key + e < limit;
-                const float pr = exp2f(fmaf(s[mt][nt][x], p.scale_log2, -l2));
+                const float pr = exp2_p<Traits::kFastExp2>(fmaf(s[mt][nt][x], p.scale_log2, -l2));
                 pv[e] = vis ? pr : 0.f;
                 dsv[e] = vis ? pv[e] * (dp[mt][nt][x] - dlt) : 0.f;
               } else {
-                pv[e] = exp2f(fmaf(s[mt][nt][x], p.scale_log2, -l2));
+                pv[e] = exp2_p<Traits::kFastExp2>(fmaf(s[mt][nt][x], p.scale_log2, -l2));
                 dsv[e] = pv[e] * (dp[mt][nt][x] - dlt);
               }
             }

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../07_flash_attention_2/online_softmax.cuh"  // fast_exp2
 #include "common/cuda_check.h"
 #include "kernel_traits.cuh"
 #include "mask.cuh"
@@ -90,6 +91,17 @@ __device__ __forceinline__ bool tile_has_nonfinite(uint32_t s_tile, int bytes) {
            nonfinite_pair<Element>(v.z) | nonfinite_pair<Element>(v.w);
   }
   return bad;
+}
+
+/// \brief 2^x for P = exp2(S·scale_log2 − L·log2e): exp2f, or with kFast (the traits'
+/// kFastExp2) step 07's fast_exp2, one ex2.approx.ftz.f32 without exp2f's handling of
+/// subnormal results (kernel_traits.cuh, kFastExp2, has the count and the numerics).
+template <bool kFast>
+__device__ __forceinline__ float exp2_p(float x) {
+  if constexpr (kFast)
+    return step07::fast_exp2(x);
+  else
+    return exp2f(x);
 }
 
 /// \brief Writes a warp's 16 × kBlockM A fragments (Pᵀ or dSᵀ: keys 16·warp … +15 as rows,
@@ -407,7 +419,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
             for (int hh = 0; hh < 2; ++hh) {
               const int x = 2 * hh + e;
               const bool vis = row_ok && j0 + key0 + 8 * hh < limit;
-              const float pr = exp2f(fmaf(s[nt][x], p.scale_log2, -l2));
+              const float pr = exp2_p<Traits::kFastExp2>(fmaf(s[nt][x], p.scale_log2, -l2));
               const float pv = vis ? pr : 0.f;
               dp[nt][x] = vis ? pv * (dp[nt][x] - dlt) : 0.f;
               s[nt][x] = pv;
@@ -417,7 +429,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
               const int x = 2 * hh + e;
-              const float pv = exp2f(fmaf(s[nt][x], p.scale_log2, -l2));
+              const float pv = exp2_p<Traits::kFastExp2>(fmaf(s[nt][x], p.scale_log2, -l2));
               dp[nt][x] = pv * (dp[nt][x] - dlt);
               s[nt][x] = pv;
             }
@@ -448,7 +460,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
     //     kv_limit(i0) >= j0 + kBlockN (always so without causal: kv_limit = N_kv); kv_limit
     //     grows with the row, so every row's limit is >= j0 + kBlockN > j0 + key0 + 8hh.
     // Then vis is true for every pair, each select returns its first operand, and the path
-    // without them computes the same bits (the same exp2f, fmaf, subtraction and product).
+    // without them computes the same bits (the same exp2_p, fmaf, subtraction and product).
     // A tile with a tail row (i0 + kBlockM > N_q: the zero-filled rows past N_q, whose L of 0
     // would give P = exp2(S · scale_log2) ≠ 0), a tail key or a causal pair hidden takes the
     // selects as before. The exact path (non-finite inputs) is taken only on a tile that

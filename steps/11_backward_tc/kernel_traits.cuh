@@ -221,6 +221,23 @@ struct BwdParams {
 //                each mode, chosen on the host where it is launched) instead of
 //                p.deterministic read at run time: the non-deterministic kernel then carries
 //                no predicated-off plain store beside each of dQ's reductions
+//   kFastExp2    Pᵀ = exp2(Sᵀ·scale_log2 − L·log2e) by one ex2.approx.ftz.f32 (step 07's
+//                fast_exp2, what FlashAttention-2's fast-math build emits) instead of exp2f,
+//                which without --use_fast_math is ex2.approx.f32 (subnormal results kept) and
+//                costs 3 instructions more per call: a test kernel of 64 and of 128 calls
+//                (sm_90, CUDA 13.0) has 7 per call against 4 with its load, fma and add, and
+//                the variants' kernels are 192 instructions shorter with the switch (32
+//                exp2 in each of the masked and the mask-free P paths). A lane computes
+//                kBlockM / 2 exponentials per Q tile: 96 instructions per warp and tile at
+//                kBlockM = 64. Numerics: a P below 2^-126 (S·scale more than ~87.3 below the
+//                row's L) becomes +0 instead of a subnormal, and so does its dS = P·(dP − D);
+//                exp2(−inf) is +0 and a NaN stays a NaN either way (PTX ISA, ex2). Such a P
+//                is below 1.2e-38 of its row's sum of P (which is 1), and rounded to fp16 it
+//                was 0 already (fp16's smallest subnormal is 2^-24); each term of dV, dK or dQ
+//                it drops is below 2^-126 · |dO|, or 2^-126 · |dP − D| · scale · |Q| or |K|,
+//                far under the tolerance rule's slack (rel_slack and abs_slack 1e-3 for fp16
+//                and bf16, docs/conventions.md), and no value turns from finite to non-finite
+//                or back (a mismatch in finiteness the rule never passes)
 /// \brief Tags naming a traits struct's kernel (its member WarpLayout): main_kernel, defined
 /// beside each kernel (flash_bwd_kernel.cuh, flash_bwd_2d.cuh), returns the kernel of a tag.
 struct WarpLayout1d {};  // BwdTraits: flash_bwd_kernel, each warp 16 keys of every product
@@ -229,7 +246,7 @@ struct WarpLayout2d {};  // Bwd2dTraits: flash_bwd_2d_kernel, a 2-D warp layout 
 template <int kHeadDim_, int kBlockM_, int kBlockN_, class Element_, int kMinBlocks_ = 1,
           bool kOneBarrier_ = false, bool kDqPairs_ = false, bool kStagger_ = false,
           bool kHeavyFirst_ = false, bool kDqQuads_ = false, bool kDqBulk_ = false,
-          bool kMaskFree_ = false, bool kDetCompiled_ = false>
+          bool kMaskFree_ = false, bool kDetCompiled_ = false, bool kFastExp2_ = false>
 struct BwdTraits {
   using Element = Element_;                       // __nv_bfloat16 or __half
   using WarpLayout = WarpLayout1d;                // launched as flash_bwd_kernel
@@ -248,6 +265,7 @@ struct BwdTraits {
   static constexpr bool kDqBulk = kDqBulk_;
   static constexpr bool kMaskFree = kMaskFree_;
   static constexpr bool kDetCompiled = kDetCompiled_;
+  static constexpr bool kFastExp2 = kFastExp2_;
   static constexpr int kDsBuffers = kOneBarrier ? 2 : 1;  // dSᵀ tiles: tile t's, t − 1's
 
   static constexpr int kNTilesS = kBlockM / 8;    // n8 tiles of a warp's Sᵀ (query rows)
@@ -313,7 +331,7 @@ struct BwdTraits {
 /// \brief The kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh,
 /// which defines it and gives the defaults): declared here so that BwdConfig can name it.
 template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kSUnroll_,
-          bool kDetCompiled_, bool kTileCounter_>
+          bool kDetCompiled_, bool kTileCounter_, bool kFastExp2_>
 struct Bwd2dTraits;
 
 /// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11
@@ -343,7 +361,7 @@ struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 119 KB smem (u
 template <class Element>
 struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 163 KB smem
   using Traits =
-      std::conditional_t<kTunedBwd, Bwd2dTraits<128, Element, false, true, 8, true, true>,
+      std::conditional_t<kTunedBwd, Bwd2dTraits<128, Element, false, true, 8, true, true, false>,
                          BwdTraits<128, 32, 128, Element>>;
   // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
   // blocks cannot have the 2-D kernel's 163 KB (an A100's limit is exactly 163 KB; one with

@@ -34,6 +34,8 @@
 // done on the CUDA cores with the mask applied pair by pair (the "exact path" below, slow
 // but rare); otherwise the mma path is exact too. A row that sees no key (L = −inf, D may be
 // NaN from 0 · inf) has every pair masked: its dQ stays 0 and it adds nothing to dK and dV.
+// (kMaskFree: a tile in which every pair is visible skips the selects, which would all return
+// their first operand; such a tile hides no pair, so never takes the exact path.)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -41,6 +43,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../07_flash_attention_2/online_softmax.cuh"  // fast_exp2
 #include "common/cuda_check.h"
 #include "kernel_traits.cuh"
 #include "mask.cuh"
@@ -88,6 +91,17 @@ __device__ __forceinline__ bool tile_has_nonfinite(uint32_t s_tile, int bytes) {
            nonfinite_pair<Element>(v.z) | nonfinite_pair<Element>(v.w);
   }
   return bad;
+}
+
+/// \brief 2^x for P = exp2(S·scale_log2 − L·log2e): exp2f, or with kFast (the traits'
+/// kFastExp2) step 07's fast_exp2, one ex2.approx.ftz.f32 without exp2f's handling of
+/// subnormal results (kernel_traits.cuh, kFastExp2, has the count and the numerics).
+template <bool kFast>
+__device__ __forceinline__ float exp2_p(float x) {
+  if constexpr (kFast)
+    return step07::fast_exp2(x);
+  else
+    return exp2f(x);
 }
 
 /// \brief Writes a warp's 16 × kBlockM A fragments (Pᵀ or dSᵀ: keys 16·warp … +15 as rows,
@@ -383,39 +397,79 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
       }
     }
 
-    // ---- Pᵀ and dSᵀ in place, masked by selects -------------------------------------------
-    // s[nt][2h + e]: key key0 + 8h, row i0 + 8nt + 2t + e of the Q tile.
+    // ---- Pᵀ and dSᵀ in place, masked by selects, then → 16 bits ----------------------------
+    // s[nt][2h + e]: key key0 + 8h, row i0 + 8nt + 2t + e of the Q tile. kMasked false: the
+    // same values without the visibility test and its selects, for a tile where every pair is
+    // visible (mask_free below). The 16-bit packing is inside, so that with kMaskFree the two
+    // paths join on pa and dsa (32 registers), not on s and dp (64): joined on s and dp, the
+    // d = 128 kernel (255 registers) spilled 32-52 bytes (ptxas, CUDA 13.0), joined here none.
+    uint32_t pa[kKStepsD][4], dsa[kKStepsD][4];
+    auto p_ds = [&](auto masked) {
+      constexpr bool kMasked = decltype(masked)::value;
 #pragma unroll
-    for (int nt = 0; nt < kNTilesS; ++nt) {
+      for (int nt = 0; nt < kNTilesS; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int col = 8 * nt + 2 * t + e;
-        const int limit = kv_limit<IsCausal>(i0 + col, p.n_q, p.n_kv);
-        const bool row_ok = i0 + col < p.n_q;
-        const float l2 = lse[col] * kLog2e, dlt = delta[col];
+        for (int e = 0; e < 2; ++e) {
+          const int col = 8 * nt + 2 * t + e;
+          if constexpr (kMasked) {
+            const int limit = kv_limit<IsCausal>(i0 + col, p.n_q, p.n_kv);
+            const bool row_ok = i0 + col < p.n_q;
+            const float l2 = lse[col] * kLog2e, dlt = delta[col];
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int x = 2 * hh + e;
-          const bool vis = row_ok && j0 + key0 + 8 * hh < limit;
-          const float pr = exp2f(fmaf(s[nt][x], p.scale_log2, -l2));
-          const float pv = vis ? pr : 0.f;
-          dp[nt][x] = vis ? pv * (dp[nt][x] - dlt) : 0.f;
-          s[nt][x] = pv;
+            for (int hh = 0; hh < 2; ++hh) {
+              const int x = 2 * hh + e;
+              const bool vis = row_ok && j0 + key0 + 8 * hh < limit;
+              const float pr = exp2_p<Traits::kFastExp2>(fmaf(s[nt][x], p.scale_log2, -l2));
+              const float pv = vis ? pr : 0.f;
+              dp[nt][x] = vis ? pv * (dp[nt][x] - dlt) : 0.f;
+              s[nt][x] = pv;
+            }
+          } else {
+            const float l2 = lse[col] * kLog2e, dlt = delta[col];
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int x = 2 * hh + e;
+              const float pv = exp2_p<Traits::kFastExp2>(fmaf(s[nt][x], p.scale_log2, -l2));
+              dp[nt][x] = pv * (dp[nt][x] - dlt);
+              s[nt][x] = pv;
+            }
+          }
         }
       }
-    }
-
-    // ---- Pᵀ, dSᵀ → 16 bits: two neighbouring n8 accumulator tiles make one k16 A tile -----
-    // TODO(exercise): pa[kk] and dsa[kk], the A fragments (16 keys × 16 rows of the Q tile,
-    // 16 bits) of dV += Pᵀ dO and dK += dSᵀ Q for k16 step kk, made from the accumulators
-    // above without any shared memory: Pᵀ is in s[nt][0..3], dSᵀ in dp[nt][0..3], the
-    // accumulator layout of an n8 tile (mma.cuh: lane (g, t) holds key g at elements 0, 1 and
-    // key g + 8 at 2, 3, rows 8nt + 2t and + 1). An A fragment's four registers are 16-bit
-    // pairs (pack_pair<Element>(lo, hi)): key g and key g + 8 at rows 2t, 2t + 1 of the k16
-    // step, then the same at rows 2t + 8, 2t + 9. Which two n8 tiles of s make k16 step kk?
-    // As given, every fragment is 0: dV and dK stay 0 (and dSᵀ, hence dQ, is 0 too).
-    uint32_t pa[kKStepsD][4] = {}, dsa[kKStepsD][4] = {};
-    (void)s, (void)dp;  // as given, unused (this line only keeps the compiler quiet)
+      // ---- Pᵀ, dSᵀ → 16 bits: two neighbouring n8 accumulator tiles make one k16 A tile -----
+      // TODO(exercise): pa[kk] and dsa[kk], the A fragments (16 keys × 16 rows of the Q tile,
+      // 16 bits) of dV += Pᵀ dO and dK += dSᵀ Q for k16 step kk, made from the accumulators
+      // above without any shared memory: Pᵀ is in s[nt][0..3], dSᵀ in dp[nt][0..3], the
+      // accumulator layout of an n8 tile (mma.cuh: lane (g, t) holds key g at elements 0, 1 and
+      // key g + 8 at 2, 3, rows 8nt + 2t and + 1). An A fragment's four registers are 16-bit
+      // pairs (pack_pair<Element>(lo, hi)): key g and key g + 8 at rows 2t, 2t + 1 of the k16
+      // step, then the same at rows 2t + 8, 2t + 9. Which two n8 tiles of s make k16 step kk?
+      // As given, every fragment is 0: dV and dK stay 0 (and dSᵀ, hence dQ, is 0 too).
+      for (int kk = 0; kk < kKStepsD; ++kk)
+        for (int r = 0; r < 4; ++r) pa[kk][r] = dsa[kk][r] = 0u;
+    };
+    // kMaskFree: does this tile need no mask? Decided from i0, j0, N_q and N_kv alone, so the
+    // same in every thread of the CTA (no divergence, and the barrier below is reached by all
+    // on either path). It needs none when
+    //   - every row is real: i0 + kBlockM <= N_q, so row_ok holds for each col < kBlockM
+    //     (the lane's cols 8nt + 2t + e are all below kBlockM: nt < kBlockM / 8);
+    //   - every key is real: j0 + kBlockN <= N_kv (the lane's keys key0, key0 + 8 are below
+    //     kBlockN: 16 · warp + g + 8 < 16 · (warp + 1) <= 16 · kNumWarps = kBlockN);
+    //   - no row misses a key of the tile: !tile_hides_a_pair, which, the keys being real, is
+    //     kv_limit(i0) >= j0 + kBlockN (always so without causal: kv_limit = N_kv); kv_limit
+    //     grows with the row, so every row's limit is >= j0 + kBlockN > j0 + key0 + 8hh.
+    // Then vis is true for every pair, each select returns its first operand, and the path
+    // without them computes the same bits (the same exp2_p, fmaf, subtraction and product).
+    // A tile with a tail row (i0 + kBlockM > N_q: the zero-filled rows past N_q, whose L of 0
+    // would give P = exp2(S · scale_log2) ≠ 0), a tail key or a causal pair hidden takes the
+    // selects as before. The exact path (non-finite inputs) is taken only on a tile that
+    // hides a pair, never on one found mask-free.
+    const bool mask_free = Traits::kMaskFree && i0 + kBlockM <= p.n_q && j0 + kBlockN <= p.n_kv &&
+                           !tile_hides_a_pair<IsCausal>(i0, j0, kBlockN, p.n_q, p.n_kv);
+    if (mask_free)
+      p_ds(std::false_type{});
+    else
+      p_ds(std::true_type{});
 
     // ---- The exact path? Only a tile that hides a pair, and only with an inf or NaN --------
     bool exact = false;
@@ -722,11 +776,12 @@ void run_flash_bwd_traits(const BwdParams& p, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-/// The exercise's configuration: the kernel above, in BwdConfig's Fallback tiles at both d
-/// (at d = 128 the step itself runs flash_bwd_2d.cuh's kernel where it fits; the exercise
-/// builds this one, so this one is what its tests run).
+/// NOTE(exercise): not part of the lesson. The exercise's configuration: the kernel above, in
+/// BwdConfig's Fallback tiles at both d (at d = 128 the step itself runs flash_bwd_2d.cuh's
+/// kernel where it fits; the exercise builds this one, so this one is what its tests run).
 template <int kHeadDim, class Element>
 void run_flash_bwd(const BwdParams& p, cudaStream_t stream) {
+  // NOTE(exercise): Fallback at both d, as the comment above says.
   run_flash_bwd_traits<typename BwdConfig<kHeadDim, Element>::Fallback>(p, stream);
 }
 

@@ -57,7 +57,8 @@ Variant make_variant(std::string name, std::string change) {
              (T::kStagger ? ", staggered tiles" : ", tiles in order") +
              (T::kHeavyFirst ? ", grid (B·H, keys)" : "") +
              (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
-             (T::kDetCompiled ? ", dQ store kind compiled per mode" : "");
+             (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
+             (T::kFastExp2 ? ", exp2 flushing subnormals" : "");
   set_launch<T>(v);
   return v;
 }

@@ -98,6 +98,19 @@ void add_d128_variants(std::vector<Variant>& out) {
   out.push_back(make_variant<
                 BwdTraits<128, 64, 128, E, 1, true, true, false, false, false, false, true, true>>(
       "m64b1p2mc", "m64b1p2m with the dQ store kind compiled per mode"));
+  // BwdTraits<…, deterministic mode compiled, exp2 without subnormals>
+  //
+  // m64b1p2mcz: m64b1p2mc + kFastExp2 (kernel_traits.cuh): a lane's 32 exponentials per Q tile
+  // by ex2.approx.ftz.f32, 96 instructions fewer per warp and tile (3 per exp2f), ~6% of
+  // m64b1p2mc's ~1,670, in the phase before the tile's barrier. 8 warps × 96 over 4
+  // schedulers is ~190 of a tile's ~10,900 cycles (1.7%) at most, with issue ~33% busy.
+  // Predicted against m64b1p2mc: 1.00–1.02× non-causal and causal, N = 4096 and 16384.
+  // ptxas (sm_90, CUDA 13.0): 251–255 registers over the four kernels, no spill, each as
+  // m64b1p2mc's; each kernel's code 192 instructions shorter (2,336 → 2,144 non-causal).
+  out.push_back(
+      make_variant<
+          BwdTraits<128, 64, 128, E, 1, true, true, false, false, false, false, true, true, true>>(
+          "m64b1p2mcz", "m64b1p2mc with P's exp2 flushing subnormals (ex2.approx.ftz)"));
   // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
   // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
   // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO

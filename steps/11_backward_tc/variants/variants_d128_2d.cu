@@ -30,7 +30,8 @@ Variant make_variant_2d(std::string name, std::string change) {
               : T::kSUnroll > 1 ? ", S/dP k loop unrolled by " + std::to_string(T::kSUnroll)
                                 : std::string()) +
              (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
-             (T::kTileCounter ? ", tile counters" : "");
+             (T::kTileCounter ? ", tile counters" : "") +
+             (T::kFastExp2 ? ", exp2 flushing subnormals" : "");
   set_launch<T>(v);
   return v;
 }
@@ -119,6 +120,21 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // fa2, so the rest of the gap would lie elsewhere than in the instruction count.
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true>>(
       "fa2uf", "fa2mc with the S/dP k loop fully unrolled, its first mmas taking C = 0"));
+  // Bwd2dTraits<…, kTileCounter, kFastExp2>
+  //
+  // fa2ufz: fa2uf + kFastExp2: P's exponentials by ex2.approx.ftz.f32, as FlashAttention-2's
+  // fast-math build computes them, instead of exp2f, which keeps subnormal results at 3
+  // instructions more per call (kernel_traits.cuh, kFastExp2). A lane computes 32 per Q tile
+  // (a warp's 32 × 32 of S): 96 fewer per warp and tile, ~9% of fa2uf's ~1,060, leaving
+  // ~960, below FlashAttention-2's ~1,020 in count. They lie in the P and dS phase, which
+  // every warp must finish before the barrier after it, but they are not the 32 MUFU.EX2,
+  // which stay (fa2's MUFU count already matched FlashAttention-2's): 8 warps × 96 over 4
+  // schedulers is ~190 of a tile's ~10,000 cycles (~2%) at most. Predicted against fa2uf:
+  // 1.00–1.03× non-causal and causal, N = 4096 and 16384. ptxas (sm_90, CUDA 13.0): 249–255
+  // registers over the four kernels, no spill, each as fa2uf's; each kernel's code 192
+  // instructions shorter (2,216 → 2,024 non-causal).
+  out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true>>(
+      "fa2ufz", "fa2uf with P's exp2 flushing subnormals (ex2.approx.ftz)"));
 }
 
 }  // namespace fa::step11

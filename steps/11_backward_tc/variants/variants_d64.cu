@@ -91,6 +91,23 @@ void add_d64_variants(std::vector<Variant>& out) {
   out.push_back(make_variant<
                 BwdTraits<64, 64, 128, E, 1, true, true, false, false, false, false, true, true>>(
       "b1p2mc", "b1p2m with the dQ store kind compiled per mode"));
+  // BwdTraits<…, deterministic mode compiled, exp2 without subnormals>
+  //
+  // b1p2mcz: b1p2mc + kFastExp2: Pᵀ's exponentials by ex2.approx.ftz.f32 instead of exp2f,
+  // which (compiled without --use_fast_math) keeps subnormal results at 3 instructions more
+  // per call (kernel_traits.cuh, kFastExp2). A lane computes 32 per Q tile: 96 instructions
+  // fewer per warp and tile, on either path (masked or not) and causal or not, ~9% of
+  // b1p2mc's ~1,060. They lie in the Pᵀ, dSᵀ phase before the tile's barrier, but they are
+  // not the 32 MUFU.EX2, which stay; with issue ~40% busy, 8 warps × 96 over 4 schedulers is
+  // ~190 of a tile's ~5,900 cycles (3%) at most. Predicted against b1p2mc: 1.00–1.03×
+  // non-causal and causal, N = 4096 and 16384; below 0.99× would be noise, the code being
+  // otherwise the same. ptxas (sm_90, CUDA 13.0): 236–246 registers over the four kernels
+  // (causal or not, deterministic or not), no spill, each as b1p2mc's; each kernel's code 192
+  // instructions shorter (1,768 → 1,576 non-causal: 32 exp2 × 3 in each P path).
+  out.push_back(
+      make_variant<
+          BwdTraits<64, 64, 128, E, 1, true, true, false, false, false, false, true, true, true>>(
+          "b1p2mcz", "b1p2mc with P's exp2 flushing subnormals (ex2.approx.ftz)"));
   // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
   // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
   // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO
