@@ -52,19 +52,20 @@
 //                                                                       non-causal /     (spills)
 //                                                                       causal, and
 //                                                                       deterministic
-//   64   1-D, 64 × 128                1 barrier, v2, m, c     119 KB    236 / 246,       none
+//   64   1-D, 64 × 128                1 barrier, v2, m, c, f  119 KB    236 / 246,       none
 //                                                                       237 / 243
-//   128  2-D, 64 × 128                fa2uf: m, c, unrolled   163 KB    253 / 254 (fp16  none
+//   128  2-D, 64 × 128                fa2ufz: m, c, f, unr.   163 KB    253 / 254 (fp16  none
 //                                                                       255), 249 / 255
 //   128  1-D, 32 × 128 (fallback)     1 barrier, v2           126.5 KB  245 / 255        none
 //
-// (m: no selects on mask-free tiles; c: the deterministic mode compiled, a kernel per mode.
+// (m: no selects on mask-free tiles; c: the deterministic mode compiled, a kernel per mode;
+// f: P's exp2 flushing subnormals, kFastExp2; unr.: the S/dP k loop unrolled.
 // kernel_traits.cuh, BwdConfig: the fallback runs where a block cannot have 163 KB of shared
 // memory; kTunedBwd = false gives back the configuration first measured, the 1-D kernel at
 // 64 × 128 and 32 × 128 with no switch, 101 and 116.5 KB, 240 / 245 and 244 / 255 registers),
 // and the D and convert kernels 30 and 28 registers. One CTA per SM. Both main kernels are at
 // the edge at d = 128: kernel_traits.cuh (the 1-D kernel) and variants/variants_d128_2d.cu
-// (row fa2uf) say what it took to keep them free of spills.
+// (rows fa2uf, fa2ufz) say what it took to keep them free of spills.
 //
 // Compile one file alone, with its register counts:
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -gencode arch=compute_90,code=sm_90 -I.

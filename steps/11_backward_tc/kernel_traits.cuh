@@ -176,9 +176,10 @@ struct BwdParams {
 // layout, and a second kernel with FlashAttention-2's layouts at d = 128 (flash_bwd_2d.cuh).
 // That kernel alone was level without the causal mask (row fa2, 0.98 × this kernel's
 // 64 × 128) and, with the per-tile instructions it issued beyond FlashAttention-2's removed
-// (row fa2uf), 1.08–1.20 × it. It is the step's kernel at d = 128 now (BwdConfig<128>),
-// where a block may have its 163 KB; this one runs at d = 64, where the same kind of switches
-// gave 1.02–1.07 × (row b1p2mc), and as the fallback at d = 128.
+// (row fa2uf), 1.08–1.20 × it, and 1–2% more with P's exp2 flushing subnormals (row fa2ufz,
+// docs/results/h200-variants-11-c6aff73.md). It is the step's kernel at d = 128 now
+// (BwdConfig<128>), where a block may have its 163 KB; this one runs at d = 64, where the same
+// kind of switches gave 1.02–1.07 × (rows b1p2mc, b1p2mcz), and as the fallback at d = 128.
 // ---------------------------------------------------------------------------------------------
 //
 // The switches after the tiles (all off in the configuration above; bin/variants_11 measures
@@ -335,11 +336,12 @@ template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kS
 struct Bwd2dTraits;
 
 /// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11
-/// measured fastest (docs/results/h200-variants-11-13100b5.md) — at d = 64 this kernel with one
-/// barrier per Q tile, dQ's atomics in pairs, no selects on the Q tiles that need no mask and
-/// the deterministic mode compiled per mode (row b1p2mc); at d = 128 the kernel with
-/// FlashAttention-2's 2-D warp layouts, its S/dP loop unrolled, no selects on mask-free tiles,
-/// the mode compiled and the tiles counted (flash_bwd_2d.cuh, row fa2uf). false: the
+/// measured fastest (docs/results/h200-variants-11-13100b5.md and -c6aff73.md) — at d = 64
+/// this kernel with one barrier per Q tile, dQ's atomics in pairs, no selects on the Q tiles
+/// that need no mask, the deterministic mode compiled per mode and P's exp2 flushing
+/// subnormals (row b1p2mcz); at d = 128 the kernel with FlashAttention-2's 2-D warp layouts,
+/// its S/dP loop unrolled, no selects on mask-free tiles, the mode compiled, the tiles counted
+/// and the same exp2 (flash_bwd_2d.cuh, row fa2ufz). false: the
 /// configuration chapter 11 builds first (64 × 128 at d = 64, 32 × 128 at d = 128, this kernel
 /// with every switch off; bin/variants_11's row r, the baseline its table times the others
 /// against). Both pass the same tests.
@@ -354,14 +356,14 @@ template <class Element>
 struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 119 KB smem (untuned 101 KB)
   using Traits = std::conditional_t<
       kTunedBwd,
-      BwdTraits<64, 64, 128, Element, 1, true, true, false, false, false, false, true, true>,
+      BwdTraits<64, 64, 128, Element, 1, true, true, false, false, false, false, true, true, true>,
       BwdTraits<64, 64, 128, Element>>;
   using Fallback = Traits;
 };
 template <class Element>
 struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 163 KB smem
   using Traits =
-      std::conditional_t<kTunedBwd, Bwd2dTraits<128, Element, false, true, 8, true, true, false>,
+      std::conditional_t<kTunedBwd, Bwd2dTraits<128, Element, false, true, 8, true, true, true>,
                          BwdTraits<128, 32, 128, Element>>;
   // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
   // blocks cannot have the 2-D kernel's 163 KB (an A100's limit is exactly 163 KB; one with
