@@ -133,8 +133,8 @@ struct BwdParams {
 //   d = 64  full   169.4 / 186.6 / 189.9    d = 64 causal 120.9 / 157.5 / 174.3
 // Inside the predicted 180–240, and 0.6–0.8 × torch_flash. That is the configuration first
 // measured (kTunedBwd = false below); the step runs the tuned ones (kTunedBwd = true: this
-// kernel with four switches at d = 64, the 2-D kernel of flash_bwd_2d.cuh at d = 128), which
-// chapter 11 times against torch_flash's backward (docs/results/h200.md).
+// kernel with five switches at d = 64, the 2-D kernel of flash_bwd_2d.cuh at d = 128), which
+// chapter 11 times against torch_flash's backward (docs/results/h200-backward-506e1f8.md).
 //
 // What limits it. 194 TFLOP/s is ~740 FLOPs per clock per SM (132 SMs, ~1.98 GHz): 45–50% of
 // the shared-memory cap above and under a third of mma.sync's rate, so neither pipe is full;
@@ -176,7 +176,7 @@ struct BwdParams {
 // layout, and a second kernel with FlashAttention-2's layouts at d = 128 (flash_bwd_2d.cuh).
 // That kernel alone was level without the causal mask (row fa2, 0.98 × this kernel's
 // 64 × 128) and, with the per-tile instructions it issued beyond FlashAttention-2's removed
-// (row fa2uf), 1.08–1.20 × it, and 1–2% more with P's exp2 flushing subnormals (row fa2ufz,
+// (row fa2uf), 1.08–1.19 × it, and 1–2% more with P's exp2 flushing subnormals (row fa2ufz,
 // docs/results/h200-variants-11-c6aff73.md). It is the step's kernel at d = 128 now
 // (BwdConfig<128>), where a block may have its 163 KB; this one runs at d = 64, where the same
 // kind of switches gave 1.02–1.07 × (rows b1p2mc, b1p2mcz), and as the fallback at d = 128.
@@ -184,8 +184,8 @@ struct BwdParams {
 //
 // The switches after the tiles (all off in the configuration above; bin/variants_11 measures
 // each one alone, and variants/variants_d64.cu and variants_d128.cu predict what each buys).
-// The step runs kOneBarrier, kDqPairs, kMaskFree and kDetCompiled at d = 64, and kOneBarrier
-// and kDqPairs in the 32-row fallback at d = 128 (BwdConfig, below):
+// The step runs kOneBarrier, kDqPairs, kMaskFree, kDetCompiled and kFastExp2 at d = 64, and
+// kOneBarrier and kDqPairs in the 32-row fallback at d = 128 (BwdConfig, below):
 //   kMinBlocks   CTAs per SM promised to ptxas (__launch_bounds__): 2 needs kBlockN = 64 (4
 //                warps) so that two CTAs' registers fit, and caps them at 255 anyway
 //   kOneBarrier  one __syncthreads per Q tile instead of two: dSᵀ double-buffered (+18 KB at
