@@ -262,17 +262,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     *i0 = i_first + (it % num_m) * kBlockM;
   };
   auto load_q_tile_async = [&](int h, int i0, int stage) {
-    const int q_off = b * p.q_batch_stride + h * p.q_head_stride + i0 * p.q_row_stride;
-    load_tile_async<Traits, kBlockM>(sQ + stage * Traits::kQBytes, q_all + q_off, p.q_row_stride,
-                                     p.n_q - i0);
-    load_tile_async<Traits, kBlockM>(sdO + stage * Traits::kQBytes, do_all + q_off, p.q_row_stride,
-                                     p.n_q - i0);
-    if (tid < kBlockM) {  // L and D of the tile's rows; zeros past N_q
-      const int i = i0 + tid;
-      const int r = (b * p.heads_q + h) * p.n_q + (i < p.n_q ? i : i0);
-      cp_async_4(sL + stage * Traits::kRowVecBytes + 4 * tid, p.lse + r, i < p.n_q);
-      cp_async_4(sD + stage * Traits::kRowVecBytes + 4 * tid, p.delta + r, i < p.n_q);
-    }
+    load_q_stage<Traits>(p, q_all, do_all, b, h, i0, stage, sQ, sdO, sL, sD);
   };
   auto load_q_async = [&](int it, int stage) {
     int h, i0;

@@ -104,6 +104,29 @@ __device__ __forceinline__ float exp2_p(float x) {
     return exp2f(x);
 }
 
+/// \brief Q and dO of the Q tile of query head h at row i0 (kBlockM rows, zeros past N_q), and
+/// those rows' L and D, into stage `stage` of their shared tiles, by cp.async: one Q tile's
+/// copies, the same for both main kernels (this file's and flash_bwd_2d.cuh's). q_all and
+/// do_all are p.q and p.d_o, read once by the kernel.
+template <class Traits, class Element>
+__device__ __forceinline__ void load_q_stage(const BwdParams& p, const Element* q_all,
+                                             const Element* do_all, int b, int h, int i0, int stage,
+                                             uint32_t sQ, uint32_t sdO, uint32_t sL, uint32_t sD) {
+  constexpr int kBlockM = Traits::kBlockM;
+  const int q_off = b * p.q_batch_stride + h * p.q_head_stride + i0 * p.q_row_stride;
+  load_tile_async<Traits, kBlockM>(sQ + stage * Traits::kQBytes, q_all + q_off, p.q_row_stride,
+                                   p.n_q - i0);
+  load_tile_async<Traits, kBlockM>(sdO + stage * Traits::kQBytes, do_all + q_off, p.q_row_stride,
+                                   p.n_q - i0);
+  const int tid = threadIdx.x;
+  if (tid < kBlockM) {  // L and D of the tile's rows; zeros past N_q
+    const int i = i0 + tid;
+    const int r = (b * p.heads_q + h) * p.n_q + (i < p.n_q ? i : i0);
+    cp_async_4(sL + stage * Traits::kRowVecBytes + 4 * tid, p.lse + r, i < p.n_q);
+    cp_async_4(sD + stage * Traits::kRowVecBytes + 4 * tid, p.delta + r, i < p.n_q);
+  }
+}
+
 /// \brief Writes a warp's 16 × kBlockM A fragments (Pᵀ or dSᵀ: keys 16·warp … +15 as rows,
 /// the Q tile's rows as columns) into the [kBlockN][kBlockM + 8] tile at s_ds.
 template <class Traits>
@@ -291,17 +314,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
   auto load_q_async = [&](int it, int stage) {
     int h, i0;
     tile_of(it, &h, &i0);
-    const int q_off = b * p.q_batch_stride + h * p.q_head_stride + i0 * p.q_row_stride;
-    load_tile_async<Traits, kBlockM>(sQ + stage * Traits::kQBytes, q_all + q_off, p.q_row_stride,
-                                     p.n_q - i0);
-    load_tile_async<Traits, kBlockM>(sdO + stage * Traits::kQBytes, do_all + q_off, p.q_row_stride,
-                                     p.n_q - i0);
-    if (tid < kBlockM) {  // L and D of the tile's rows; zeros past N_q
-      const int i = i0 + tid;
-      const int r = (b * p.heads_q + h) * p.n_q + (i < p.n_q ? i : i0);
-      cp_async_4(sL + stage * Traits::kRowVecBytes + 4 * tid, p.lse + r, i < p.n_q);
-      cp_async_4(sD + stage * Traits::kRowVecBytes + 4 * tid, p.delta + r, i < p.n_q);
-    }
+    load_q_stage<Traits>(p, q_all, do_all, b, h, i0, stage, sQ, sdO, sL, sD);
   };
 
   // Prologue: K, V and the first Q tile in one group.
