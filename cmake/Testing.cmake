@@ -27,7 +27,7 @@ function(fa_add_decode_tests name exe)
   if(NOT arg_LABELS)
     set(arg_LABELS gpu ${name} decode)
   endif()
-  foreach(group append shapes gqa causal splits refusals)
+  foreach(group append shapes gqa causal splits offsets refusals)
     add_test(NAME ${name}/${group} COMMAND ${exe} "[${group}]")
     set_tests_properties(${name}/${group} PROPERTIES
       LABELS "${arg_LABELS}" SKIP_RETURN_CODE 77 TIMEOUT 900)

@@ -490,6 +490,56 @@ TEST_CASE("decode: caches up to 2^40 elements are accepted, past it refused, wit
         "1073741824 rows per sequence");
 }
 
+TEST_CASE("decode: a far problem holds the small case's rows past element 2^31 and 2^32",
+          "[decode]") {
+  // What the GPU test [offsets] relies on (tests/decode_cases.h, far_problem): the far cache
+  // is valid, every row of the small cache is in one span, each span's rows are where the far
+  // problem's address map puts the same (sequence, position), and they lie past 2^31 and 2^32.
+  constexpr std::int64_t k31 = std::int64_t{1} << 31, k32 = std::int64_t{1} << 32;
+  for (int d : {64, 128}) {
+    for (DecodeProblem small : {paged(shapes(8, 2, 64, 1, {300, 1000, 37}), 256, 51, 0),
+                                paged(shapes(4, 4, 64, 3, {200, 65}), 16, 52, 0),
+                                paged(shapes(8, 1, 64, 2, {129, 500}), 64, 53, 0),
+                                contiguous(shapes(8, 2, 64, 2, {100, 700, 33}))}) {
+      small.head_dim = d;
+      INFO(small.describe());
+      std::vector<fa::test::RowSpan> spans;
+      const DecodeProblem far = fa::test::far_problem(small, &spans);
+      REQUIRE(fa::validate(far).empty());
+      const std::int64_t row = std::int64_t{small.heads_kv} * d;
+      CHECK(far.cache_elems() > k32);
+      // Every small row in exactly one span.
+      std::vector<int> covered(small.cache_elems() / row, 0);
+      for (const fa::test::RowSpan& sp : spans)
+        for (std::int64_t r = 0; r < sp.rows; ++r) ++covered[sp.small + r];
+      CHECK(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; }));
+      // Each sequence's rows, through both address maps, meet in a span.
+      std::int64_t past31 = 0, past32 = 0;
+      for (int b = 0; b < small.batch; ++b) {
+        for (int pos = 0; pos < small.kv_len(b); ++pos) {
+          const std::int64_t from = small.cache_row_offset(b, pos) / row;
+          const std::int64_t to = far.cache_row_offset(b, pos) / row;
+          const auto sp = std::find_if(spans.begin(), spans.end(), [&](const auto& x) {
+            return from >= x.small && from < x.small + x.rows;
+          });
+          REQUIRE(sp != spans.end());
+          CHECK(to == sp->far + (from - sp->small));
+          past31 += to * row >= k31 && to * row < k32;
+          past32 += to * row >= k32;
+        }
+      }
+      CHECK(past31 > 0);
+      CHECK(past32 > 0);
+    }
+  }
+  // A small problem it cannot move: spare pages in the pool, or a single contiguous sequence.
+  std::vector<fa::test::RowSpan> spans;
+  CHECK_THROWS_AS(fa::test::far_problem(paged(shapes(2, 2, 64, 1, {40}), 16, 1, 3), &spans),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(fa::test::far_problem(contiguous(shapes(2, 2, 64, 1, {40})), &spans),
+                  std::invalid_argument);
+}
+
 TEST_CASE("decode: append, then attend, equals attending over the longer cache", "[decode]") {
   for (const Case& c : kCases) {
     for (bool is_paged : {false, true}) {
