@@ -68,8 +68,10 @@ std::string DecodeProblem::describe() const {
 
 namespace {
 
-/// Pages a sequence of `rows` rows occupies.
-int pages_for(int rows, int page_size) { return (rows + page_size - 1) / page_size; }
+/// Pages a sequence of `rows` rows occupies (in 64 bits: rows may be near INT_MAX).
+int pages_for(int rows, int page_size) {
+  return static_cast<int>((std::int64_t{rows} + page_size - 1) / page_size);
+}
 
 std::string validate_cache(const DecodeProblem& p) {
   std::ostringstream os;

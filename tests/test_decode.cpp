@@ -372,6 +372,10 @@ TEST_CASE("decode: every validation error names the parameter, its value and the
   CHECK(error(good_p, [](P p) { p.cache_lens[1] = 30; }).empty());
   CHECK(error(good_p, [](P p) { p.cache_lens[1] = 31; }) ==
         "cache_lens[1] + q_len (31 + 2 = 33) needs 3 pages of 16 rows, more than max_pages (2)");
+  // The page count of the longest length an int allows, without overflow.
+  CHECK(error(good_p, [](P p) { p.cache_lens[1] = std::numeric_limits<int>::max() - 2; }) ==
+        "cache_lens[1] + q_len (2147483645 + 2 = 2147483647) needs 134217728 pages of 16 rows, "
+        "more than max_pages (2)");
   // A block-table entry out of range, either side; an unused entry is never looked at.
   CHECK(error(good_p, [](P p) { p.block_table[3] = 4; }) ==
         "block_table[1][1] (4) is out of range [0, 4) (num_pages)");
