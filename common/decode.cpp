@@ -80,6 +80,11 @@ std::string validate_cache(const DecodeProblem& p) {
       os << "n_max (" << p.n_max << ") must be at least 1";
       return os.str();
     }
+    if (p.n_max > DecodeLimits::kMaxSequenceRows) {
+      os << "n_max (" << p.n_max << ") exceeds the limit of " << DecodeLimits::kMaxSequenceRows
+         << " rows per sequence";
+      return os.str();
+    }
     for (int b = 0; b < p.batch; ++b) {
       if (p.kv_len(b) > p.n_max) {
         os << "cache_lens[" << b << "] + q_len (" << p.cache_lens[b] << " + " << p.q_len << " = "
@@ -100,6 +105,35 @@ std::string validate_cache(const DecodeProblem& p) {
   }
   if (p.max_pages < 1) {
     os << "max_pages (" << p.max_pages << ") must be at least 1";
+    return os.str();
+  }
+  if (const std::int64_t rows = std::int64_t{p.max_pages} * p.page_size;
+      rows > DecodeLimits::kMaxSequenceRows) {
+    os << "max_pages * page_size (" << p.max_pages << " * " << p.page_size << " = " << rows
+       << ") exceeds the limit of " << DecodeLimits::kMaxSequenceRows << " rows per sequence";
+    return os.str();
+  }
+  return {};
+}
+
+// The sizes of Q/O (the forward steps' 32-bit limit: q_len <= 16 keeps them small) and of the
+// cache (its own, 64-bit limit), each named with the product it is.
+std::string validate_sizes(const DecodeProblem& p) {
+  std::ostringstream os;
+  if (const std::int64_t q = p.q_elems(); q > Limits::kMaxElems) {
+    os << "Q/O size (batch * q_len * heads_q * head_dim = " << p.batch << " * " << p.q_len << " * "
+       << p.heads_q << " * " << p.head_dim << " = " << q << " elements) exceeds the "
+       << "limit of " << Limits::kMaxElems << " elements";
+    return os.str();
+  }
+  if (const std::int64_t kv = p.cache_elems(); kv > DecodeLimits::kMaxCacheElems) {
+    if (p.cache == CacheKind::Contiguous)
+      os << "K/V cache size (batch * n_max * heads_kv * head_dim = " << p.batch << " * " << p.n_max;
+    else
+      os << "K/V cache size (num_pages * page_size * heads_kv * head_dim = " << p.num_pages << " * "
+         << p.page_size;
+    os << " * " << p.heads_kv << " * " << p.head_dim << " = " << kv << " elements) exceeds the "
+       << "decoding limit of " << DecodeLimits::kMaxCacheElems << " elements";
     return os.str();
   }
   return {};
@@ -133,15 +167,20 @@ std::string validate_block_table(const DecodeProblem& p) {
   }
   // Two sequences may share a page they only read (a common prefix), but a page this step
   // appends into must belong to one sequence alone, or one append overwrites another's rows.
-  std::vector<int> uses(p.num_pages, 0);
+  // The used entries, sorted, count each page's uses: memory in the table's size, not the
+  // pool's (a pool may hold up to DecodeLimits::kMaxCacheElems elements).
+  std::vector<int> used;
   for (int b = 0; b < p.batch; ++b)
     for (int j = 0; j < pages_for(p.kv_len(b), p.page_size); ++j)
-      ++uses[p.block_table[std::int64_t{b} * p.max_pages + j]];
+      used.push_back(p.block_table[std::int64_t{b} * p.max_pages + j]);
+  std::sort(used.begin(), used.end());
   for (int b = 0; b < p.batch; ++b) {
     for (int j = p.cache_lens[b] / p.page_size; j < pages_for(p.kv_len(b), p.page_size); ++j) {
       const int page = p.block_table[std::int64_t{b} * p.max_pages + j];
-      if (uses[page] > 1) {
-        os << "block_table[" << b << "][" << j << "] (" << page << ") is used " << uses[page]
+      const auto uses = std::upper_bound(used.begin(), used.end(), page) -
+                        std::lower_bound(used.begin(), used.end(), page);
+      if (uses > 1) {
+        os << "block_table[" << b << "][" << j << "] (" << page << ") is used " << uses
            << " times in the table, but this step appends into it (a written page must belong "
            << "to one sequence)";
         return os.str();
@@ -185,13 +224,7 @@ std::string validate(const DecodeProblem& p) {
     }
   }
   if (std::string cache = validate_cache(p); !cache.empty()) return cache;
-  // Before the block table: its check allocates a count per pool page.
-  const std::int64_t q = p.q_elems(), kv = p.cache_elems();
-  if (q > Limits::kMaxElems || kv > Limits::kMaxElems) {
-    os << "tensor size (Q/O " << q << ", K/V cache " << kv << " elements) exceeds the 32-bit "
-       << "index limit of " << Limits::kMaxElems << " elements";
-    return os.str();
-  }
+  if (std::string sizes = validate_sizes(p); !sizes.empty()) return sizes;
   return p.cache == CacheKind::Paged ? validate_block_table(p) : std::string();
 }
 

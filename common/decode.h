@@ -42,6 +42,16 @@ struct DecodeLimits {
   static constexpr int kMaxQLen = 16;       ///< most new tokens per sequence and step
   static constexpr int kMinPageSize = 16;   ///< smallest page, in rows (tokens)
   static constexpr int kMaxPageSize = 256;  ///< largest page, in rows (tokens)
+  /// The most elements of the K cache (and of the V cache): B·N_max·H_kv·d, or
+  /// num_pages·page_size·H_kv·d for a pool. The kernels address the cache with 64-bit element
+  /// offsets, computed from a 64-bit row base, so this is not the forward steps' 32-bit
+  /// Limits::kMaxElems: 2^40 (2 TiB of fp16 per cache) keeps every offset, and every byte
+  /// count the host makes of it, far inside 64 bits, and is above any GPU's memory.
+  static constexpr std::int64_t kMaxCacheElems = std::int64_t{1} << 40;
+  /// The most rows one sequence can hold (N_max, or max_pages·page_size). Positions within a
+  /// sequence stay 32-bit ints in the kernels (tiles, masks, page columns); 2^30 leaves room
+  /// past the last position for a tile of up to kMaxPageSize keys without overflow.
+  static constexpr int kMaxSequenceRows = 1 << 30;
 };
 
 /// \brief A decoding step: the shapes, the per-sequence cache lengths and the cache.

@@ -462,6 +462,15 @@ def decode_refusals():
             1, 2, 64, num_pages=2, max_pages=4, device=dev).reserve(0, 33), ValueError,
          "of num_pages (2) are free"),
     ]
+    # A pool of 2^31 pages (of one row, d = 1: 4 GiB of fp16, never written) is refused by the
+    # wrapper before ctypes would wrap num_pages into a 32-bit int; run where it fits.
+    if torch.cuda.mem_get_info(q.device)[0] >= 6 * 2**30:
+        q1 = q.new_zeros(2, 1, 1, 1)
+        cases.append(("a pool of 2^31 pages", lambda: ft.decode(
+            q1, q1, q1, *(2 * [q1.new_empty(2**31, 1, 1, 1)]), [0, 0], [[0], [1]]), ValueError,
+            "k_cache.shape[0] (2147483648) exceeds the limit of 2147483647"))
+    else:
+        print("not run: decode with a pool of 2^31 pages (4 GiB of free GPU memory needed)")
     for what, call, error, expect in cases:
         try:
             call()

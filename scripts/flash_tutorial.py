@@ -326,6 +326,12 @@ def decode(q, k_new, v_new, k_cache, v_cache, cache_lens, block_table=None, scal
             raise ValueError(f"{name} has shape {_shape(t)}: its last two dims must be H_kv and "
                              f"d of k_new, ({heads_kv}, {d})")
     lens = _int_array("cache_lens", cache_lens, (b,))
+    # The C struct's fields are 32-bit ints, and ctypes would wrap a larger size silently: a
+    # cache of 2^31 rows or more per sequence (or pages in a pool) is refused here, by name.
+    for name, size in (("k_cache.shape[0]", k_cache.shape[0]), ("k_cache.shape[1]",
+                                                                  k_cache.shape[1])):
+        if size >= 2**31:
+            raise ValueError(f"{name} ({size}) exceeds the limit of {2**31 - 1}")
     p = _DecodeProblem(b, heads_q, heads_kv, d, q_len, float(scale or 0.0), dtype)
     p.cache_lens = ctypes.cast(lens.data_ptr(), ctypes.POINTER(ctypes.c_int))
     table = None

@@ -178,8 +178,16 @@ BENCH_DECODE = [
     ("--batches 8 --caches 32768 --max-cache-gib 1",
      r"--batches 8 --caches 32768 --heads-q 32 --heads-kv 32 --dims 128: the K and V caches "
      r"need 4\.0 GiB, more than --max-cache-gib \(1\)"),
-    ("--batches 64 --caches 65536 --heads-kv 32", r"no decoding step can run the requested "
-                                                  r"shapes"),
+    # 2^34 elements per cache: past the forward's 32-bit limit, within the decoding one (2^40),
+    # refused by the memory cap alone.
+    ("--batches 64 --caches 65536 --heads-kv 32",
+     r"--batches 64 --caches 65536 --heads-q 32 --heads-kv 32 --dims 128: the K and V caches "
+     r"need 64\.0 GiB, more than --max-cache-gib \(40\)"),
+    # 2^48 elements: past the decoding limit, not timed; nothing left to time.
+    ("--batches 65536 --caches 1048576 --heads-kv 32", r"no decoding step can run the "
+                                                        r"requested shapes"),
+    ("--batches 1 --caches 2000000000 --heads-kv 1 --dims 64",
+     r"n_max \(2000000000\) exceeds the limit of 1073741824 rows per sequence"),
     ("--queue-ahead-cycles -1", r"--queue-ahead-cycles: Value -1 not in range 0 to"),
     ("--benchmark_min_time=abc", r"--benchmark_min_time \(abc\) must be seconds"),
     ("--no-such-flag", r"unknown option --no-such-flag"),
@@ -200,7 +208,11 @@ VARIANTS_12 = [
     ("--batches 8 --caches 32768 --max-cache-gib 1",
      r"--batches 8 --caches 32768 --heads-q 32 --heads-kv 32: the K and V caches need 4\.0 GiB, "
      r"more than --max-cache-gib \(1\)"),
-    ("--batches 64 --caches 65536", r"exceed the 32-bit index limit of 2147483647"),
+    ("--batches 64 --caches 65536", r"--heads-kv 32: the K and V caches need 64\.0 GiB, more "
+                                    r"than --max-cache-gib \(40\)"),
+    ("--batches 65536 --caches 1048576",
+     r"the K/V cache's 281474976710656 elements exceed the decoding limit of 1099511627776 "
+     r"elements"),
     ("--queue-ahead-cycles -1", r"--queue-ahead-cycles: Value -1 not in range 0 to"),
     ("--benchmark_min_time=abc", r"--benchmark_min_time \(abc\) must be seconds"),
     ("--no-such-flag", r"unknown option --no-such-flag"),

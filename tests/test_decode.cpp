@@ -8,8 +8,9 @@
 //      multiple, the maximum; MHA, GQA and MQA; q_len 1, 3 and 16 (causal among the new).
 //   3. Split-KV: one split equals 2, 7, one key per split and more splits than keys (empty
 //      splits), also with scores of magnitude ~1e3; the merge on a case worked by hand.
-//   4. Every validation error, with its message; append, then attend, equals attending over a
-//      cache that held the longer sequences already.
+//   4. Every validation error, with its message; the cache's own limit (2^40 elements, past the
+//      forward's 2^31) at its edges, with 64-bit row offsets; append, then attend, equals
+//      attending over a cache that held the longer sequences already.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -393,19 +394,17 @@ TEST_CASE("decode: every validation error names the parameter, its value and the
                 p.block_table = {2, 4, -1, 2, 3, -1};
               })
             .empty());
-  // The 32-bit index limit of the cache.
-  CHECK(error(good_c, [](P p) { p.n_max = 1 << 24; }) ==
-        "tensor size (Q/O 2048, K/V cache 4294967296 elements) exceeds the 32-bit index limit "
-        "of 2147483647 elements");
-  // The pool's size is refused before the table is read (no count per page is made for it),
-  // whatever the table holds.
+  // The cache's own limit (DecodeLimits::kMaxCacheElems, 2^40; the next test case walks its
+  // edges): 2^32 elements pass, where the forward steps stop below 2^31.
+  CHECK(error(good_c, [](P p) { p.n_max = 1 << 24; }).empty());
+  // The pool's size is refused before the table is read, whatever the table holds.
   CHECK(error(good_p,
               [](P p) {
                 p.num_pages = 1 << 30;
                 p.block_table[0] = -1;
               }) ==
-        "tensor size (Q/O 2048, K/V cache 2199023255552 elements) exceeds the 32-bit index "
-        "limit of 2147483647 elements");
+        "K/V cache size (num_pages * page_size * heads_kv * head_dim = 1073741824 * 16 * 2 * 64 "
+        "= 2199023255552 elements) exceeds the decoding limit of 1099511627776 elements");
 
   // Everything that takes a problem refuses an invalid one with that message, before it reads.
   DecodeProblem bad = good_p;
@@ -425,6 +424,124 @@ TEST_CASE("decode: every validation error names the parameter, its value and the
   CHECK_THROWS_WITH(fa::ref::decode_attention(good_p, q.data(), small),
                     "cache holds 8192 K and 8191 V elements; the problem needs 8192 each");
   CHECK_THROWS_AS(fa::gather_rows(good_p, 0, 13, cache.k.data()), std::invalid_argument);
+}
+
+TEST_CASE("decode: caches up to 2^40 elements are accepted, past it refused, with 64-bit offsets",
+          "[decode]") {
+  using fa::DecodeLimits;
+  STATIC_REQUIRE(DecodeLimits::kMaxCacheElems == std::int64_t{1} << 40);
+  STATIC_REQUIRE(DecodeLimits::kMaxCacheElems > fa::Limits::kMaxElems);  // the forward's 2^31 − 1
+  STATIC_REQUIRE(DecodeLimits::kMaxSequenceRows == 1 << 30);
+
+  // Contiguous, B · H_kv · d = 4 · 8 · 64 = 2^11 elements per position: N_max = 2^29 is the
+  // limit exactly, one row more passes it.
+  DecodeProblem c = contiguous(shapes(8, 8, 64, 1, {100, 0, 7, 3}), 1 << 29);
+  CHECK(c.cache_elems() == DecodeLimits::kMaxCacheElems);
+  CHECK(fa::validate(c).empty());
+  // Row 5 of sequence 3 starts past 2^39 elements: its offset is exact in 64 bits.
+  CHECK(c.cache_row_offset(3, 5) == (std::int64_t{3} * (1 << 29) + 5) * 8 * 64);
+  c.n_max += 1;
+  CHECK(fa::validate(c) ==
+        "K/V cache size (batch * n_max * heads_kv * head_dim = 4 * 536870913 * 8 * 64 = "
+        "1099511629824 elements) exceeds the decoding limit of 1099511627776 elements");
+
+  // Paged, pages of 256 rows · 8 heads · 64 = 2^17 elements: 2^23 pages is the limit exactly.
+  // The table points at the pool's last page and at pages past 2^31 and 2^32 elements.
+  DecodeProblem g = shapes(8, 8, 64, 2, {300, 20});
+  g.cache = CacheKind::Paged;
+  g.page_size = 256;
+  g.num_pages = 1 << 23;
+  g.max_pages = 2;
+  g.block_table = {(1 << 23) - 1, 1 << 14, (1 << 15) + 3, -1};
+  CHECK(g.cache_elems() == DecodeLimits::kMaxCacheElems);
+  CHECK(fa::validate(g).empty());
+  CHECK(g.cache_row_offset(0, 257) == (std::int64_t{1 << 14} * 256 + 1) * 512);  // 2^31 + 512
+  CHECK(g.cache_row_offset(0, 255) == (std::int64_t{(1 << 23) - 1} * 256 + 255) * 512);
+  CHECK(g.cache_row_offset(1, 21) == (std::int64_t{(1 << 15) + 3} * 256 + 21) * 512);
+  g.num_pages += 1;
+  CHECK(fa::validate(g) ==
+        "K/V cache size (num_pages * page_size * heads_kv * head_dim = 8388609 * 256 * 8 * 64 = "
+        "1099511758848 elements) exceeds the decoding limit of 1099511627776 elements");
+
+  // Q and O keep the forward steps' limit, 2^31 − 1 (q_len <= 16 keeps them small).
+  DecodeProblem q = contiguous(shapes(1 << 20, 1, 128, 15, {0}), 16);
+  CHECK(fa::validate(q).empty());  // 15 · 2^20 · 128 = 2013265920
+  q.q_len = 16;
+  CHECK(fa::validate(q) ==
+        "Q/O size (batch * q_len * heads_q * head_dim = 1 * 16 * 1048576 * 128 = 2147483648 "
+        "elements) exceeds the limit of 2147483647 elements");
+
+  // Rows per sequence: positions stay 32-bit ints in the kernels, at most 2^30.
+  DecodeProblem n = contiguous(shapes(2, 1, 64, 1, {5}), 1 << 30);
+  CHECK(fa::validate(n).empty());
+  n.n_max += 1;
+  CHECK(fa::validate(n) == "n_max (1073741825) exceeds the limit of 1073741824 rows per sequence");
+  DecodeProblem r = shapes(2, 1, 64, 1, {5});
+  r.cache = CacheKind::Paged;
+  r.page_size = 256;
+  r.num_pages = 1;
+  r.max_pages = 1 << 22;
+  r.block_table.assign(std::size_t{1} << 22, -1);
+  r.block_table[0] = 0;
+  CHECK(fa::validate(r).empty());  // 2^22 pages of 256: 2^30 rows
+  r.max_pages += 1;                // refused before the table's size is looked at
+  CHECK(fa::validate(r) ==
+        "max_pages * page_size (4194305 * 256 = 1073742080) exceeds the limit of 1073741824 rows "
+        "per sequence");
+  r.max_pages = std::numeric_limits<int>::max();  // the product in 64 bits, not wrapped
+  CHECK(fa::validate(r) ==
+        "max_pages * page_size (2147483647 * 256 = 549755813632) exceeds the limit of "
+        "1073741824 rows per sequence");
+}
+
+TEST_CASE("decode: a far problem holds the small case's rows past element 2^31 and 2^32",
+          "[decode]") {
+  // What the GPU test [offsets] relies on (tests/decode_cases.h, far_problem): the far cache
+  // is valid, every row of the small cache is in one span, each span's rows are where the far
+  // problem's address map puts the same (sequence, position), and they lie past 2^31 and 2^32.
+  constexpr std::int64_t k31 = std::int64_t{1} << 31, k32 = std::int64_t{1} << 32;
+  for (int d : {64, 128}) {
+    for (DecodeProblem small : {paged(shapes(8, 2, 64, 1, {300, 1000, 37}), 256, 51, 0),
+                                paged(shapes(4, 4, 64, 3, {200, 65}), 16, 52, 0),
+                                paged(shapes(8, 1, 64, 2, {129, 500}), 64, 53, 0),
+                                contiguous(shapes(8, 2, 64, 2, {100, 700, 33}))}) {
+      small.head_dim = d;
+      INFO(small.describe());
+      std::vector<fa::test::RowSpan> spans;
+      const DecodeProblem far = fa::test::far_problem(small, &spans);
+      REQUIRE(fa::validate(far).empty());
+      const std::int64_t row = std::int64_t{small.heads_kv} * d;
+      CHECK(far.cache_elems() > k32);
+      // Every small row in exactly one span.
+      std::vector<int> covered(small.cache_elems() / row, 0);
+      for (const fa::test::RowSpan& sp : spans)
+        for (std::int64_t r = 0; r < sp.rows; ++r) ++covered[sp.small + r];
+      CHECK(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; }));
+      // Each sequence's rows, through both address maps, meet in a span.
+      std::int64_t past31 = 0, past32 = 0;
+      for (int b = 0; b < small.batch; ++b) {
+        for (int pos = 0; pos < small.kv_len(b); ++pos) {
+          const std::int64_t from = small.cache_row_offset(b, pos) / row;
+          const std::int64_t to = far.cache_row_offset(b, pos) / row;
+          const auto sp = std::find_if(spans.begin(), spans.end(), [&](const auto& x) {
+            return from >= x.small && from < x.small + x.rows;
+          });
+          REQUIRE(sp != spans.end());
+          CHECK(to == sp->far + (from - sp->small));
+          past31 += to * row >= k31 && to * row < k32;
+          past32 += to * row >= k32;
+        }
+      }
+      CHECK(past31 > 0);
+      CHECK(past32 > 0);
+    }
+  }
+  // A small problem it cannot move: spare pages in the pool, or a single contiguous sequence.
+  std::vector<fa::test::RowSpan> spans;
+  CHECK_THROWS_AS(fa::test::far_problem(paged(shapes(2, 2, 64, 1, {40}), 16, 1, 3), &spans),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(fa::test::far_problem(contiguous(shapes(2, 2, 64, 1, {40})), &spans),
+                  std::invalid_argument);
 }
 
 TEST_CASE("decode: append, then attend, equals attending over the longer cache", "[decode]") {

@@ -17,6 +17,9 @@
 //   [causal]    q_len 2, 5 and 16: causal among the new tokens (bottom-right)
 //   [splits]    1 split, a few, more splits than tiles (empty splits), the most allowed, the
 //               rule's choice; one split equals many; scores of magnitude ~100
+//   [offsets]   the cache rows past element 2^31 and 2^32 of a paged pool (pages of 16, 64 and
+//               256) and of a contiguous cache, short sequences; skipped (exit status 77) when
+//               the device lacks the ~17–26 GB of free memory the far caches need
 //   [refusals]  bad problems and launches throw with the parameter named, before any launch
 #include <algorithm>
 #include <cmath>
@@ -173,6 +176,53 @@ TEST_CASE("decode: one split, many, empty splits; one equals many", "[splits]") 
     for (int forced : {1, 5})
       CHECK(fa::test::judge_case(c, fa::test::run_case(step, c, forced)) == "");
   });
+}
+
+TEST_CASE("decode: caches past element 2^31 and 2^32, paged and contiguous", "[offsets]") {
+  // Short sequences (the double reference stays cheap) whose cache rows lie far out:
+  // far_problem (tests/decode_cases.h) moves every row of the small case's cache past element
+  // 2^31, past 2^32, or to the end of a pool past 2^32 (paged); past 2^31 for sequence 1 and
+  // 2^32 for sequence 2 (contiguous, N_max · H_kv · d > 2^31). A 32-bit offset anywhere, in
+  // the append or in a read, lands elsewhere: the row judged is then NaN or stale.
+  std::vector<DecodeProblem> smalls = {
+      paged(shapes(8, 2, 64, 1, {300, 1000, 37}), 256, 51, 0),  // GQA: a tile within a page
+      paged(shapes(4, 4, 64, 3, {200, 65}), 16, 52, 0),         // MHA: 4 pages per tile
+      paged(shapes(8, 1, 64, 2, {129, 500}), 64, 53, 0),        // MQA
+      contiguous(shapes(8, 2, 64, 2, {100, 700, 33})),          // 3 sequences
+  };
+  // Every configuration's far caches, against the device's free memory (the largest case
+  // alone is allocated at a time): skipped, not failed, when they do not fit.
+  std::size_t need = 0;
+  for (const DecodeStepInfo* step : fa::decode_steps())
+    for (fa::DType t : step->dtypes)
+      for (int d : step->head_dims)
+        for (DecodeProblem p : smalls) {
+          p.dtype = t;
+          p.head_dim = d;
+          std::vector<fa::test::RowSpan> spans;
+          need = std::max(need, fa::test::far_case_bytes(fa::test::far_problem(p, &spans)));
+        }
+  std::size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (free_bytes < need)
+    FA_SKIP("the far caches need " << need << " bytes of device memory, " << free_bytes
+                                   << " are free");
+
+  int n = 0;
+  for (const DecodeProblem& small : smalls) {
+    for_each_config(small, [&](const DecodeStepInfo& step, DecodeProblem p) {
+      std::vector<fa::test::RowSpan> spans;
+      const DecodeProblem far = fa::test::far_problem(p, &spans);
+      REQUIRE(fa::check_decode_step(step, far).empty());
+      INFO("far cache: " << far.describe() << ", " << far.cache_elems() << " elements");
+      const fa::test::DecodeCase c = fa::test::make_case(p, 60 + n++);
+      for (int forced : {0, 5}) {  // the rule's split count, and 5
+        const fa::test::DecodeRun r = fa::test::run_far_case(step, c, far, spans, forced);
+        INFO("splits " << r.num_splits);
+        CHECK(fa::test::judge_case(c, r) == "");
+      }
+    });
+  }
 }
 
 TEST_CASE("decode: bad problems and launches are refused before any launch", "[refusals]") {

@@ -173,20 +173,20 @@ int main(int argc, char** argv) try {
         for (int hkv : heads_kv)
           for (int n : caches)
             for (int page : layouts) {
-              const fa::DecodeProblem p =
-                  fa::bench::make_decode(dtype, d, b, heads_q, hkv, q_len, n, page);
               const std::string where = "--batches " + std::to_string(b) + " --caches " +
                                         std::to_string(n) + " --heads-q " +
                                         std::to_string(heads_q) + " --heads-kv " +
                                         std::to_string(hkv) + " --dims " + std::to_string(d);
-              // Past the decoding problem's 32-bit index limit (common/decode.h) a shape is
-              // not timed, said once, so that the default grid runs what it can.
-              if (p.cache_elems() > fa::Limits::kMaxElems) {
-                note(where + ": the K/V cache's " + std::to_string(p.cache_elems()) +
-                     " elements exceed the 32-bit index limit of " +
-                     std::to_string(fa::Limits::kMaxElems) + " elements");
+              // Past the decoding problem's cache limit (DecodeLimits::kMaxCacheElems,
+              // common/decode.h) a shape is not timed, said once, so that the rest of the grid
+              // runs; judged from the shapes before any block table is made.
+              if (const std::string e = fa::bench::decode_size_refusal(d, b, hkv, n, page);
+                  !e.empty()) {
+                note(where + ": " + e);
                 continue;
               }
+              const fa::DecodeProblem p =
+                  fa::bench::make_decode(dtype, d, b, heads_q, hkv, q_len, n, page);
               if (const std::string e = fa::validate(p); !e.empty())
                 return fa::cli::refuse(where + ": " + e);
               if (fa::bench::cache_bytes(p) > g_run.max_cache_gib * kGiB)

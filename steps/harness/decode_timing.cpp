@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -83,12 +85,31 @@ DecodeProblem make_decode(DType dtype, int d, int batch, int heads_q, int heads_
   }
   p.cache = CacheKind::Paged;
   p.page_size = page_size;
-  p.max_pages = (n + page_size - 1) / page_size;
+  p.max_pages = (n - 1) / page_size + 1;  // ⌈n / page_size⌉ without overflow (n >= 1)
   p.num_pages = batch * p.max_pages;
   p.block_table.resize(p.num_pages);
   std::iota(p.block_table.begin(), p.block_table.end(), 0);
   std::shuffle(p.block_table.begin(), p.block_table.end(), std::mt19937_64(kDecodeSeed));
   return p;
+}
+
+std::string decode_size_refusal(int d, int batch, int heads_kv, int n, int page_size) {
+  // make_decode's pool: batch · ⌈n / page_size⌉ pages of page_size rows, or batch · n rows.
+  const std::int64_t pages =
+      page_size > 0 ? std::int64_t{batch} * ((std::int64_t{n} + page_size - 1) / page_size) : 0;
+  if (pages > std::numeric_limits<int>::max())
+    return "the pool's " + std::to_string(pages) + " pages exceed the limit of " +
+           std::to_string(std::numeric_limits<int>::max()) + " pages";
+  const std::int64_t rows = page_size > 0 ? pages * page_size : std::int64_t{batch} * n;
+  // The product of rows and H_kv · d may pass 2^63: compare by dividing first.
+  const std::int64_t row_elems = std::int64_t{heads_kv} * d;
+  if (rows <= DecodeLimits::kMaxCacheElems / row_elems) return {};
+  const bool fits = rows <= std::numeric_limits<std::int64_t>::max() / row_elems;
+  return "the K/V cache's " +
+         (fits ? std::to_string(rows * row_elems)
+               : std::to_string(rows) + " * " + std::to_string(row_elems)) +
+         " elements exceed the decoding limit of " + std::to_string(DecodeLimits::kMaxCacheElems) +
+         " elements";
 }
 
 std::string layout_of(const DecodeProblem& p) {

@@ -55,6 +55,13 @@ constexpr std::uint64_t kDecodeSeed = 2024;
 DecodeProblem make_decode(DType dtype, int d, int batch, int heads_q, int heads_kv, int q_len,
                           int n, int page_size);
 
+/// \brief Why make_decode() with these shapes would pass the decoding limits, from the shapes
+/// alone (before any block table is made): its K/V cache past DecodeLimits::kMaxCacheElems, or
+/// its pool past an int's count of pages; "" when neither.
+/// \param d head dim \param batch B \param heads_kv H_kv \param n keys per sequence
+/// \param page_size 0 (contiguous) or the page size \return "" or the reason
+std::string decode_size_refusal(int d, int batch, int heads_kv, int n, int page_size);
+
 /// \brief "contiguous" or "pageP". \param p the problem \return its layout's name
 std::string layout_of(const DecodeProblem& p);
 

@@ -171,15 +171,14 @@ int main(int argc, char** argv) try {
     for (int b : shapes.batches)
       for (int hkv : shapes.heads_kv)
         for (int n : shapes.caches) {
-          const DecodeProblem p =
-              fa::bench::make_decode(fa::DType::BF16, 128, b, heads_q, hkv, 1, n, page);
           const std::string where = "--batches " + std::to_string(b) + " --caches " +
                                     std::to_string(n) + " --heads-q " + std::to_string(heads_q) +
                                     " --heads-kv " + std::to_string(hkv);
-          if (p.cache_elems() > fa::Limits::kMaxElems)
-            return fa::cli::refuse(where + ": the K/V cache's " + std::to_string(p.cache_elems()) +
-                                   " elements exceed the 32-bit index limit of " +
-                                   std::to_string(fa::Limits::kMaxElems));
+          if (const std::string e = fa::bench::decode_size_refusal(128, b, hkv, n, page);
+              !e.empty())
+            return fa::cli::refuse(where + ": " + e);
+          const DecodeProblem p =
+              fa::bench::make_decode(fa::DType::BF16, 128, b, heads_q, hkv, 1, n, page);
           if (const std::string e = fa::validate(p); !e.empty())
             return fa::cli::refuse(where + ": " + e);
           if (fa::bench::cache_bytes(p) > run.max_cache_gib * kGiB)
