@@ -45,15 +45,17 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   //  - smem 166 KB: one CTA per SM, as b1p2mcz (119 KB, also one: its registers).
   // At d = 128 the same kernel ran 1.09× the 1-D kernel with the same switches non-causal
   // (fa2ufz against m64b1p2mcz, docs/results/h200-variants-11-c6aff73.md), 1.12–1.15×
-  // causal, and 0.93–1.08× torch_flash's backward. torch_flash runs this layout at d = 64 at
-  // 1.05× / 1.15× / 1.20× b1p2mcz (N = 1k / 4k / 16k, non-causal,
-  // docs/results/h200-backward-506e1f8.md); at 0.93–1.0× of it, as at d = 128, that is
-  // 0.98–1.05× at N = 1024 (8 Q tiles of 128 rows per CTA: the prologue and the last tile
-  // weigh more), 1.07–1.15× at N = 4096 and 1.11–1.20× at 16384. Predicted: non-causal
-  // 0.98–1.08× b1p2mcz at N = 1024, 1.05–1.15× at 4096 and 16384; causal 1.05–1.15× at 4096
-  // and 16384 (one masked 128-row tile per CTA on the diagonal where b1p2mcz has two of 64
-  // rows: the same masked pairs). Below 1.0× at N >= 4096 would mean the layouts' saving in
-  // fragment loads does not carry over to d = 64, where every product has half the dims.
+  // causal; as the step it runs at 1.08–1.09× torch_flash's backward at N = 1024 and
+  // 0.92–0.97× at 4096 and 16384, causal or not (docs/results/h200-backward-506e1f8.md).
+  // torch_flash runs fa2d64's layouts at d = 64 at 1.05× / 1.15× / 1.20× b1p2mcz non-causal
+  // (N = 1k / 4k / 16k, the same file) and 1.07× / 1.18× / 1.23× causal; at 0.92–1.0× of it
+  // as at d = 128, that is 1.06–1.15× (4k) and 1.10–1.20× (16k) non-causal, 1.08–1.18× and
+  // 1.13–1.23× causal. Predicted: non-causal 0.98–1.08× b1p2mcz at N = 1024 (8 Q tiles of
+  // 128 rows per CTA: the prologue and the last tile weigh more), 1.05–1.18× at 4096 and
+  // 16384; causal 1.00–1.10× at 1024, 1.05–1.20× at 4096 and 16384 (one masked 128-row tile
+  // per CTA on the diagonal where b1p2mcz has two of 64 rows: the same masked pairs). Below
+  // 1.0× at N >= 4096 would mean the layouts' saving in fragment loads does not carry over to
+  // d = 64, where every product has half the dims.
   // ptxas (sm_90, CUDA 13.0): 252 registers non-causal, 255 causal (either mode), no spill;
   // the code 2,256–2,304 instructions non-causal, 3,384–3,416 causal.
   out.push_back(make_variant_2d<Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4>>(
