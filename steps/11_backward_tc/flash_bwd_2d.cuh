@@ -1,8 +1,9 @@
-// flash_bwd_2d.cuh — step 11's backward with FlashAttention-2's two-dimensional warp layouts
-// (d = 128): the step's main kernel at d = 128 (BwdConfig<128, ·>::Traits, kernel_traits.cuh:
-// the switches of bin/variants_11's row "fa2uf", the fastest it measured) wherever a block may
+// flash_bwd_2d.cuh — step 11's backward with FlashAttention-2's two-dimensional warp layouts:
+// the step's main kernel at d = 128 (BwdConfig<128, ·>::Traits, kernel_traits.cuh: the
+// switches of bin/variants_11's row "fa2uf", the fastest it measured) wherever a block may
 // have its 163 KB of shared memory. bin/variants_11 also runs it with the other switches of
-// Bwd2dTraits (rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc").
+// Bwd2dTraits (rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc") and, at d = 64, with
+// FlashAttention-2's layouts for that head dim (rows "fa2d64", "fa2d64s2", "fa2d64m64").
 //
 // The kernel chapter 11 builds (flash_bwd_kernel.cuh; the step's at d = 64, and its fallback
 // at d = 128 on a device with less shared memory) gives each of its 8 warps 16 keys and computes
@@ -10,7 +11,9 @@
 // every warp loads every fragment of the Q and dO tiles, twice (kernel_traits.cuh, "What
 // FlashAttention-2's Sm80 backward does differently"). Here each of the five products has a
 // warp layout of its own, chosen so that each fragment a warp loads feeds as many mmas as the
-// registers allow, and P and dS go through shared memory between them:
+// registers allow, and P and dS go through shared memory between them. At d = 128
+// (FlashAttention-2's Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2>: kBlockM = 64 rows,
+// kBlockN = 128 keys, 8 warps; the Bwd2dTraits defaults):
 //
 //   product            warps                      per warp             A            B
 //   S  = Q Kᵀ          2 (rows) × 4 (keys)        32 rows × 32 keys    Q            K
@@ -20,17 +23,37 @@
 //   dK += dSᵀ Q        the same warps             32 keys × 64 dims    dS (trans)   Q (trans)
 //   dQ  = dS K         2 (rows) × 4 (dims)        32 rows × 32 dims    dS           K (trans)
 //
-// Why 2 × 4 and not 4 × 2 for S and dP: with kBlockM = 64 rows and kBlockN = 128 keys, 2 × 4
-// gives each warp a square 32 × 32 tile, 4 × 2 a 16 × 64 one. Per k16 step a warp loads
-// (rows + keys) / 16 ldmatrix.x4 per product: 2 + 2 = 4 for 32 × 32 (8 mmas), 1 + 4 = 5 for
-// 16 × 64 (the same 8 mmas); the square tile reads 20% fewer bytes for S and dP. Both give
-// each lane the same 32 fp32 registers of S and 32 of dP. Why S and not Sᵀ: a lane's S
-// accumulators hold two neighbouring KEYS of a row, so P and dS go to a [row][key] tile with
-// one 32-bit store per pair (Sᵀ would need 16-bit stores); dV and dK then read that tile
-// transposed (ldmatrix.trans) and dQ reads it as it is.
+// FlashAttention-2 names each layout by its warps along the mma's M: AtomLayoutMSdP (S's query
+// rows), AtomLayoutNdKV (dK's and dV's keys), AtomLayoutMdQ (dQ's query rows); the warps along
+// N are the rest of the 8 (its TiledMMA of Layout<Shape<M warps, 8 / M warps, 1>>). Bwd2dTraits
+// takes the same three numbers (kSWarpsM, kKvWarpsM, kQWarpsM) and kBlockM. At d = 64 on a GPU
+// with >= 144 KB of shared memory per block FlashAttention-2 runs
+// Flash_bwd_kernel_traits<64, 128, 128, 8, 4, 4, 4> (flash_bwd_launch_template.h; its comment:
+// splitting M more leaves fewer registers holding L), i.e. kBlockM = 128:
+//
+//   S, dP              4 (rows) × 2 (keys)        32 rows × 64 keys
+//   dV, dK             4 (keys) × 2 (dims)        32 keys × 32 dims
+//   dQ                 4 (rows) × 2 (dims)        32 rows × 32 dims
+//
+// and with less shared memory <64, 64, 128, 8, 2, 4, 4> (V held in registers, which this kernel
+// does not do): kBlockM = 64, S and dP 2 × 4 (32 × 32), dV and dK 4 × 2 (32 keys × 32 dims),
+// dQ 4 × 2 (16 rows × 32 dims).
+//
+// Why 2 × 4 and not 4 × 2 for S and dP at d = 128: with kBlockM = 64 rows and kBlockN = 128
+// keys, 2 × 4 gives each warp a square 32 × 32 tile, 4 × 2 a 16 × 64 one. Per k16 step a warp
+// loads (rows + keys) / 16 ldmatrix.x4 per product: 2 + 2 = 4 for 32 × 32 (8 mmas), 1 + 4 = 5
+// for 16 × 64 (the same 8 mmas); the square tile reads 20% fewer bytes for S and dP. Both give
+// each lane the same 32 fp32 registers of S and 32 of dP. (At d = 64, kBlockM = 128, 4 × 2's
+// 32 × 64 and 2 × 4's 64 × 32 load the same 2 + 4 per product; 4 × 2 holds half the rows per
+// lane, so half the L and D values.) Why S and not Sᵀ: a lane's S accumulators hold two
+// neighbouring KEYS of a row, so P and dS go to a [row][key] tile with one 32-bit store per
+// pair (Sᵀ would need 16-bit stores); dV and dK then read that tile transposed
+// (ldmatrix.trans) and dQ reads it as it is.
 //
 // Registers per lane: dK and dV, 32 × 64 each per warp, 2 · 64 = 128 fp32 for the whole
-// kernel; S and dP 2 · 32 = 64 during their phase; dQ 32 during its phase.
+// kernel; S and dP 2 · 32 = 64 during their phase; dQ 32 during its phase. At d = 64 with
+// kBlockM = 128: dK and dV 2 · 32 = 64, S and dP 2 · 64 = 128, dQ 32: the same 192 at the
+// S and dP phase as at d = 128.
 //
 // Shared memory (d = 128, kBlockM = 64, kBlockN = 128): K, V 2 · 32 KB (whole kernel); Q, dO
 // double-buffered 2 · 2 · 16 KB (cp.async); P and dS 2 · 64 · 272 B = 34 KB; L and D of both
@@ -44,6 +67,18 @@
 //   dV, dK    A: Pᵀ, dSᵀ 2 · 32 · 64 · 2 = 8 KB; B: dO, Q 2 · 64 · 64 · 2 = 16 KB  0.52 MFLOP
 //   dQ        A: dS 32 · 128 · 2 = 8 KB; B: K 128 · 32 · 2 = 8 KB                0.26 MFLOP
 //   in all    76 KB for 1.31 MFLOP: 16.8 FLOPs per byte (the 1-D kernel's m64b1p2: 13.6)
+//
+// At d = 64 (kBlockN = 128, the same 2 barriers per Q tile):
+//   kBlockM = 128 (4 × 2, 4 × 2, 4 × 2): K, V 2 · 16 KB; Q, dO 2 · 2 · 16 KB; P and dS
+//   2 · 128 · 272 B = 68 KB; L and D 2 KB: 166 KB. Per warp and Q tile:
+//     S, dP     A: Q, dO 2 · 32 · 64 · 2 = 8 KB; B: K, V 2 · 64 · 64 · 2 = 16 KB     0.52 MFLOP
+//     P, dS     written: 2 · 32 · 64 · 2 = 8 KB
+//     dV, dK    A: Pᵀ, dSᵀ 2 · 32 · 128 · 2 = 16 KB; B: dO, Q 2 · 128 · 32 · 2 = 16 KB 0.52 MFLOP
+//     dQ        A: dS 32 · 128 · 2 = 8 KB; B: K 128 · 32 · 2 = 8 KB                0.26 MFLOP
+//     in all    80 KB for 1.31 MFLOP: 16.0 FLOPs per byte (the 1-D kernel's b1p2: 12.8)
+//   kBlockM = 64 (2 × 4, 4 × 2, 4 × 2): K, V 32 KB; Q, dO 32 KB; P and dS 34 KB; L and D
+//   1 KB: 99 KB. Per warp and Q tile: S, dP 8 + 8 KB; P, dS 4 KB; dV, dK 8 + 8 KB; dQ (16 rows
+//   × 32 dims) 4 + 8 KB: 48 KB for 0.66 MFLOP, 13.3 FLOPs per byte.
 //
 // Everything else is the 1-D kernel's: the grid (one CTA per K/V tile of 128 keys and (batch, K/V
 // head)), the visits (each query head of the GQA group, each Q tile that sees a key of the
@@ -80,12 +115,19 @@ namespace fa::step11 {
 ///   kTileCounter the visited tile's head and first row kept by counters, not divided out
 ///   kFastExp2    P = exp2(S·scale_log2 − L·log2e) by one ex2.approx.ftz.f32 instead of
 ///                exp2f (exp2_p, flash_bwd_kernel.cuh): 3 instructions fewer per exponential,
-///                32 per lane and Q tile (a warp's 32 × 32 of S), so 96 per warp and tile; a
-///                P below 2^-126 becomes 0 (BwdTraits' kFastExp2, kernel_traits.cuh, has the
-///                numerics and why the tolerance rule does not notice)
+///                32 per lane and Q tile at d = 128 (a warp's 32 × 32 of S), so 96 per warp
+///                and tile; a P below 2^-126 becomes 0 (BwdTraits' kFastExp2,
+///                kernel_traits.cuh, has the numerics and why the tolerance rule does not
+///                notice)
+/// and the tiles and warp layouts (the defaults FlashAttention-2's at d = 128, see the top):
+///   kBlockM      query rows per Q tile
+///   kSWarpsM     warps along S's and dP's rows (AtomLayoutMSdP); along their keys the rest
+///   kKvWarpsM    warps along dK's and dV's keys (AtomLayoutNdKV); along their dims the rest
+///   kQWarpsM     warps along dQ's rows (AtomLayoutMdQ); along its dims the rest
 template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_ = false,
           int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false,
-          bool kFastExp2_ = false>
+          bool kFastExp2_ = false, int kBlockM_ = 64, int kSWarpsM_ = 2, int kKvWarpsM_ = 4,
+          int kQWarpsM_ = 2>
 struct Bwd2dTraits {
   using Element = Element_;
   using WarpLayout = WarpLayout2d;            // launched as flash_bwd_2d_kernel
@@ -97,29 +139,35 @@ struct Bwd2dTraits {
   static constexpr bool kTileCounter = kTileCounter_;
   static constexpr bool kFastExp2 = kFastExp2_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kBlockM = 64;   // query rows per Q tile
-  static constexpr int kBlockN = 128;  // keys per CTA
+  static constexpr int kBlockM = kBlockM_;  // query rows per Q tile
+  static constexpr int kBlockN = 128;       // keys per CTA
   static constexpr int kNumWarps = 8;
   static constexpr int kNumThreads = 32 * kNumWarps;
   static constexpr int kStages = 2;  // Q, dO, L, D: tile t computed, t + 1 in flight
 
-  // S, dP: warps 2 (rows) × 4 (keys), each 32 × 32: 2 m16 tiles × 4 n8 tiles.
-  static constexpr int kSWarpsN = 4;
-  static constexpr int kSRows = kBlockM / (kNumWarps / kSWarpsN);  // 32
-  static constexpr int kSKeys = kBlockN / kSWarpsN;                // 32
+  // S, dP: warps kSWarpsM (rows) × kSWarpsN (keys), each kSRows × kSKeys: kSMt m16 tiles ×
+  // kSNt n8 tiles (d = 128: 2 × 4 warps of 32 × 32; d = 64, kBlockM = 128: 4 × 2 of 32 × 64).
+  static constexpr int kSWarpsM = kSWarpsM_;
+  static constexpr int kSWarpsN = kNumWarps / kSWarpsM;
+  static constexpr int kSRows = kBlockM / kSWarpsM;
+  static constexpr int kSKeys = kBlockN / kSWarpsN;
   static constexpr int kSMt = kSRows / 16, kSNt = kSKeys / 8;
   static constexpr int kKStepsS = kHeadDim / 16;
   static_assert(kSUnroll == 1 || kSUnroll == 2 || kSUnroll == kKStepsS, "1, 2 or every step");
-  // dV, dK: warps 4 (keys) × 2 (dims), each 32 keys × 64 dims: 2 m16 × 8 n8.
-  static constexpr int kKvWarpsN = 2;
-  static constexpr int kKvKeys = kBlockN / (kNumWarps / kKvWarpsN);  // 32
-  static constexpr int kKvDims = kHeadDim / kKvWarpsN;               // 64
+  // dV, dK: warps kKvWarpsM (keys) × kKvWarpsN (dims), each kKvKeys × kKvDims (d = 128: 4 × 2
+  // of 32 keys × 64 dims; d = 64: 4 × 2 of 32 × 32).
+  static constexpr int kKvWarpsM = kKvWarpsM_;
+  static constexpr int kKvWarpsN = kNumWarps / kKvWarpsM;
+  static constexpr int kKvKeys = kBlockN / kKvWarpsM;
+  static constexpr int kKvDims = kHeadDim / kKvWarpsN;
   static constexpr int kKvMt = kKvKeys / 16, kKvNt = kKvDims / 8;
   static constexpr int kKStepsKv = kBlockM / 16;
-  // dQ: warps 2 (rows) × 4 (dims), each 32 rows × 32 dims: 2 m16 × 4 n8.
-  static constexpr int kQWarpsN = 4;
-  static constexpr int kQRows = kBlockM / (kNumWarps / kQWarpsN);  // 32
-  static constexpr int kQDims = kHeadDim / kQWarpsN;               // 32
+  // dQ: warps kQWarpsM (rows) × kQWarpsN (dims), each kQRows × kQDims (d = 128: 2 × 4 of
+  // 32 × 32; d = 64, kBlockM = 128: 4 × 2 of 32 × 32).
+  static constexpr int kQWarpsM = kQWarpsM_;
+  static constexpr int kQWarpsN = kNumWarps / kQWarpsM;
+  static constexpr int kQRows = kBlockM / kQWarpsM;
+  static constexpr int kQDims = kHeadDim / kQWarpsN;
   static constexpr int kQMt = kQRows / 16, kQNt = kQDims / 8;
   static constexpr int kKStepsQ = kBlockN / 16;
 
@@ -144,9 +192,22 @@ struct Bwd2dTraits {
   static constexpr int kSmemBytes = kOffD + kStages * kRowVecBytes;
 
   static_assert(sizeof(Element) == 2, "16-bit elements only");
-  static_assert(kHeadDim == 128, "the warp layouts above are FlashAttention-2's for d = 128");
-  static_assert(kSMt == 2 && kSNt == 4 && kKvMt == 2 && kKvNt == 8 && kQMt == 2 && kQNt == 4,
-                "the tiles the loops are written for");
+  static_assert(kHeadDim == 64 || kHeadDim == 128,
+                "d = 64 or 128: rows of whole swizzle periods (8 chunks), in which each step "
+                "of 16 dims is one XOR with 32 bytes");
+  static_assert(kNumWarps % kSWarpsM == 0 && kNumWarps % kKvWarpsM == 0 &&
+                    kNumWarps % kQWarpsM == 0,
+                "each layout's warps along M divide the 8 warps");
+  static_assert(kSRows * kSWarpsM == kBlockM && kSKeys * kSWarpsN == kBlockN,
+                "S and dP: the warps' tiles cover the Q tile's rows and the CTA's keys");
+  static_assert(kKvKeys * kKvWarpsM == kBlockN && kKvDims * kKvWarpsN == kHeadDim,
+                "dK and dV: the warps' tiles cover the keys and the dims");
+  static_assert(kQRows * kQWarpsM == kBlockM && kQDims * kQWarpsN == kHeadDim,
+                "dQ: the warps' tiles cover the rows and the dims");
+  static_assert(kSRows % 16 == 0 && kKvKeys % 16 == 0 && kQRows % 16 == 0,
+                "whole m16 tiles (one ldmatrix.x4 of A each)");
+  static_assert(kSKeys % 16 == 0 && kKvDims % 16 == 0 && kQDims % 16 == 0,
+                "n8 tiles in pairs (one ldmatrix.x4 of B per pair)");
   static_assert((kPRowBytes / 4) % 32 == 4, "P, dS rows 16 bytes apart modulo 128");
   static_assert(kNumThreads % kChunksPerRow == 0 && (kNumThreads / kChunksPerRow) % 8 == 0,
                 "copy passes of whole swizzle periods");
@@ -304,7 +365,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const int q_m = Traits::kQRows * (warp / Traits::kQWarpsN);     // dQ: first row
   const int q_d = Traits::kQDims * (warp % Traits::kQWarpsN);     // dQ: first dim
 
-  float acc_dk[kKvMt][kKvNt][4], acc_dv[kKvMt][kKvNt][4];  // 32 keys × 64 dims per warp
+  float acc_dk[kKvMt][kKvNt][4], acc_dv[kKvMt][kKvNt][4];  // kKvKeys × kKvDims per warp
 #pragma unroll
   for (int mt = 0; mt < kKvMt; ++mt)
 #pragma unroll
@@ -356,9 +417,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     }
     cp_async_commit();
 
-    // ---- S = Q Kᵀ and dP = dO Vᵀ: the warp's 32 rows × 32 keys ----------------------------
+    // ---- S = Q Kᵀ and dP = dO Vᵀ: the warp's kSRows rows × kSKeys keys --------------------
     float s[kSMt][kSNt][4], dp[kSMt][kSNt][4];
-    // One k16 step (16 dims of Q, dO, K, V): 8 ldmatrix.x4, 16 mmas. kZeroC: the first step,
+    // One k16 step (16 dims of Q, dO, K, V): 2 · (kSMt + kSNt / 2) ldmatrix.x4, 2 · kSMt · kSNt
+    // mmas (d = 128: 8 and 16; d = 64, kBlockM = 128: 12 and 32). kZeroC: the first step,
     // whose mmas write the accumulators with C = 0 instead of adding to zeroed ones.
     auto s_dp_step = [&](int ks, auto zero_c) {
       constexpr bool kZeroC = decltype(zero_c)::value;
@@ -389,16 +451,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     };
     if constexpr (Traits::kSUnroll == Traits::kKStepsS) {
-      // The 8 steps unrolled: no loop counter, compare or branch, the swizzle's XOR along d a
-      // constant of each step, and the first step's mmas take C = 0 (RZ), so the 64
-      // accumulators are not zeroed (32 CS2R per warp and Q tile in the loop's version).
+      // The kKStepsS steps (8 at d = 128) unrolled: no loop counter, compare or branch, the
+      // swizzle's XOR along d a constant of each step, and the first step's mmas take C = 0
+      // (RZ), so the accumulators are not zeroed (at d = 128 64 of them: 32 CS2R per warp and
+      // Q tile in the loop's version).
       s_dp_step(0, std::true_type{});
 #pragma unroll
       for (int ks = 1; ks < Traits::kKStepsS; ++ks) s_dp_step(ks, std::false_type{});
     } else if constexpr (Traits::kSUnroll == 2) {
       // Two steps per pass: the first pair outside the loop (its first step with C = 0, no
-      // zeroing), then 3 passes of two steps: half the loop's counters and branches, and the
-      // fragments of one step at most loaded ahead of the other's mmas.
+      // zeroing), then passes of two steps (3 at d = 128): half the loop's counters and
+      // branches, and the fragments of one step at most loaded ahead of the other's mmas.
       s_dp_step(0, std::true_type{});
       s_dp_step(1, std::false_type{});
 #pragma unroll 1
@@ -413,7 +476,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         for (int nt = 0; nt < kSNt; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) s[mt][nt][e] = dp[mt][nt][e] = 0.f;
-#pragma unroll 1  // 128 + 64 accumulators live: no fragments of a second step loaded ahead
+#pragma unroll 1  // dK, dV, S, dP live (192 fp32 at d = 128): no second step's fragments ahead
       for (int ks = 0; ks < Traits::kKStepsS; ++ks) s_dp_step(ks, std::false_type{});
     }
 
@@ -488,7 +551,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if (!exact) {
       // dV and dK, then dQ; with kDqFirst dQ first, so that its atomics drain while the
       // tensor cores do dV and dK.
-      // ---- dV += Pᵀ dO, dK += dSᵀ Q: the warp's 32 keys × 64 dims --------------------------
+      // ---- dV += Pᵀ dO, dK += dSᵀ Q: the warp's kKvKeys keys × kKvDims dims ----------------
       auto dkv = [&]() {
 #pragma unroll
         for (int kk = 0; kk < Traits::kKStepsKv; ++kk) {  // 16 rows of the Q tile per step
@@ -515,7 +578,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           }
         }
       };
-      // ---- dQ_acc += dS K: the warp's 32 rows × 32 dims ------------------------------------
+      // ---- dQ_acc += dS K: the warp's kQRows rows × kQDims dims ----------------------------
       auto dq = [&]() {
         float acc_dq[kQMt][kQNt][4];
 #pragma unroll

@@ -332,7 +332,8 @@ struct BwdTraits {
 /// \brief The kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh,
 /// which defines it and gives the defaults): declared here so that BwdConfig can name it.
 template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kSUnroll_,
-          bool kDetCompiled_, bool kTileCounter_, bool kFastExp2_>
+          bool kDetCompiled_, bool kTileCounter_, bool kFastExp2_, int kBlockM_, int kSWarpsM_,
+          int kKvWarpsM_, int kQWarpsM_>
 struct Bwd2dTraits;
 
 /// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11
@@ -362,8 +363,12 @@ struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 119 KB smem (u
 };
 template <class Element>
 struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 163 KB smem
+  // Every argument given (the defaults are flash_bwd_2d.cuh's): fa2ufz, FlashAttention-2's
+  // d = 128 layouts (64 rows; S, dP 2 warps along the rows, dK, dV 4 along the keys, dQ 2
+  // along the rows).
   using Traits =
-      std::conditional_t<kTunedBwd, Bwd2dTraits<128, Element, false, true, 8, true, true, true>,
+      std::conditional_t<kTunedBwd,
+                         Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64, 2, 4, 2>,
                          BwdTraits<128, 32, 128, Element>>;
   // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
   // blocks cannot have the 2-D kernel's 163 KB (an A100's limit is exactly 163 KB; one with

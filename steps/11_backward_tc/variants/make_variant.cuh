@@ -1,5 +1,5 @@
-// make_variant.cuh — turns one BwdTraits configuration of step 11's kernels into a backward
-// Variant (variants.h); included by the files that instantiate the variants.
+// make_variant.cuh — turns one BwdTraits or Bwd2dTraits configuration of step 11's kernels into
+// a backward Variant (variants.h); included by the files that instantiate the variants.
 #pragma once
 
 #include <cstddef>
@@ -58,6 +58,32 @@ Variant make_variant(std::string name, std::string change) {
              (T::kHeavyFirst ? ", grid (B·H, keys)" : "") +
              (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
              (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
+             (T::kFastExp2 ? ", exp2 flushing subnormals" : "");
+  set_launch<T>(v);
+  return v;
+}
+
+/// \brief Describes and launches Bwd2dTraits `T` (bf16, flash_bwd_2d.cuh) as a backward
+/// Variant; each layout is written as its warps along M × along N (S, dP: rows × keys; dK, dV:
+/// keys × dims; dQ: rows × dims).
+template <class T>
+Variant make_variant_2d(std::string name, std::string change) {
+  auto grid = [](int m, int n) { return std::to_string(m) + "×" + std::to_string(n); };
+  Variant v;
+  v.name = std::move(name);
+  v.change = std::move(change);
+  v.config = std::to_string(T::kBlockM) + "×" + std::to_string(T::kBlockN) + ", " +
+             std::to_string(T::kNumWarps) + " warps in 2-D layouts (S, dP " +
+             grid(T::kSWarpsM, T::kSWarpsN) + "; dK, dV " + grid(T::kKvWarpsM, T::kKvWarpsN) +
+             "; dQ " + grid(T::kQWarpsM, T::kQWarpsN) +
+             "), P and dS in shared memory, 1 CTA/SM, 2 barriers/tile, dQ v2 atomics" +
+             (T::kDqFirst ? " before dK, dV" : " after dK, dV") + ", tiles in order" +
+             (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
+             (T::kSUnroll == T::kKStepsS ? ", S/dP k loop unrolled"
+              : T::kSUnroll > 1 ? ", S/dP k loop unrolled by " + std::to_string(T::kSUnroll)
+                                : std::string()) +
+             (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
+             (T::kTileCounter ? ", tile counters" : "") +
              (T::kFastExp2 ? ", exp2 flushing subnormals" : "");
   set_launch<T>(v);
   return v;

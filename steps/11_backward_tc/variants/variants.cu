@@ -1,5 +1,6 @@
 // variants.cu — step 11's backward, version by version: the main kernel in several
-// configurations (variants_d64.cu, variants_d128.cu), each first checked against the double
+// configurations (variants_d64.cu, variants_d128.cu and the 2-D kernel's
+// variants_d64_2d.cu, variants_d128_2d.cu), each first checked against the double
 // reference on small awkward problems (dQ, dK and dV judged by the backward suite's verdict,
 // one problem in the deterministic mode), then timed on the benchmark shapes of
 // docs/conventions.md (B·N = 16384, H·d = 2048, bf16, [B, N, H, d]) next to the registered
@@ -19,7 +20,10 @@ int main(int argc, char** argv) {
   };
   table.variants_for = [](int d) {
     std::vector<fa::step11::Variant> v;
-    if (d == 64) fa::step11::add_d64_variants(v);
+    if (d == 64) {
+      fa::step11::add_d64_variants(v);
+      fa::step11::add_d64_2d_variants(v);
+    }
     if (d == 128) {
       fa::step11::add_d128_variants(v);
       fa::step11::add_d128_2d_variants(v);

@@ -17,5 +17,8 @@ void add_d128_variants(std::vector<Variant>& out);
 /// \brief Appends the head-dim-128 kernel with FlashAttention-2's 2-D warp layouts
 /// (variants_d128_2d.cu, flash_bwd_2d.cuh).
 void add_d128_2d_variants(std::vector<Variant>& out);
+/// \brief Appends the head-dim-64 kernel with FlashAttention-2's 2-D warp layouts for that head
+/// dim (variants_d64_2d.cu, flash_bwd_2d.cuh).
+void add_d64_2d_variants(std::vector<Variant>& out);
 
 }  // namespace fa::step11

@@ -1,7 +1,7 @@
 // variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc" and "fa2uf" of step
 // 11's backward table (bin/variants_11): the kernel with FlashAttention-2's two-dimensional
 // warp layouts (flash_bwd_2d.cuh, the step's at d = 128 in fa2uf's switches) and its switches,
-// bf16, d = 128, described as a Variant and launched by make_variant.cuh's set_launch.
+// bf16, d = 128, described as a Variant by make_variant.cuh's make_variant_2d.
 #include <cuda_bf16.h>
 
 #include <string>
@@ -11,32 +11,6 @@
 #include "make_variant.cuh"
 
 namespace fa::step11 {
-
-namespace {
-
-/// \brief Describes Bwd2dTraits `T` (bf16) as a backward Variant.
-template <class T>
-Variant make_variant_2d(std::string name, std::string change) {
-  Variant v;
-  v.name = std::move(name);
-  v.change = std::move(change);
-  v.config = std::to_string(T::kBlockM) + "×" + std::to_string(T::kBlockN) + ", " +
-             std::to_string(T::kNumWarps) +
-             " warps in 2-D layouts (S, dP 2×4; dK, dV 4×2; dQ 2×4), P and dS in shared "
-             "memory, 1 CTA/SM, 2 barriers/tile, dQ v2 atomics" +
-             (T::kDqFirst ? " before dK, dV" : " after dK, dV") + ", tiles in order" +
-             (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
-             (T::kSUnroll == T::kKStepsS ? ", S/dP k loop unrolled"
-              : T::kSUnroll > 1 ? ", S/dP k loop unrolled by " + std::to_string(T::kSUnroll)
-                                : std::string()) +
-             (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
-             (T::kTileCounter ? ", tile counters" : "") +
-             (T::kFastExp2 ? ", exp2 flushing subnormals" : "");
-  set_launch<T>(v);
-  return v;
-}
-
-}  // namespace
 
 void add_d128_2d_variants(std::vector<Variant>& out) {
   // fa2: FlashAttention-2's warp layouts at d = 128 (flash_bwd_2d.cuh), against m64b1p2 (the

@@ -1,0 +1,89 @@
+// variants_d64_2d.cu — the rows "fa2d64", "fa2d64s2" and "fa2d64m64" of step 11's backward table
+// (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp layouts
+// (flash_bwd_2d.cuh) at d = 64, in the layouts FlashAttention-2 chooses for that head dim and
+// the switches of fa2ufz (the step's at d = 128), bf16, described as a Variant by
+// make_variant.cuh's make_variant_2d. The step itself runs b1p2mcz at d = 64 (BwdConfig<64>,
+// kernel_traits.cuh); these rows are measured against it.
+#include <cuda_bf16.h>
+
+#include <vector>
+
+#include "make_variant.cuh"
+
+namespace fa::step11 {
+
+void add_d64_2d_variants(std::vector<Variant>& out) {
+  using E = __nv_bfloat16;
+  // Bwd2dTraits<d, E, kDqFirst, kMaskFree, kSUnroll, kDetCompiled, kTileCounter, kFastExp2,
+  //             kBlockM, kSWarpsM, kKvWarpsM, kQWarpsM>
+  //
+  // All three rows take fa2ufz's switches (variants_d128_2d.cu): no selects on mask-free Q tiles,
+  // the S/dP k loop fully unrolled (its 4 steps at d = 64, the first with C = 0), the dQ store
+  // kind compiled per mode, the visited tile by counters, P's exp2 flushing subnormals.
+  //
+  // fa2d64: FlashAttention-2's layouts at d = 64 on a GPU with >= 144 KB of shared memory per
+  // block (Flash_bwd_kernel_traits<64, 128, 128, 8, 4, 4, 4>): 128-row Q tiles, S and dP 4
+  // (rows) × 2 (keys) warps of 32 × 64, dV and dK 4 (keys) × 2 (dims) of 32 × 32, dQ 4 (rows)
+  // × 2 (dims) of 32 × 32. Prediction against b1p2mcz (the step's at d = 64: the 1-D kernel,
+  // 64 × 128, one barrier per Q tile, v2 atomics, the same switches where it has them),
+  // written before any run:
+  //  - Shared memory per warp and Q tile (flash_bwd_2d.cuh counts it): 80 KB for 1.31 MFLOP,
+  //    16.0 FLOPs per byte against b1p2mcz's 12.8 (kernel_traits.cuh): the shared-memory cap
+  //    rises 1.25×, as it did at d = 128 (16.8 against m64b1p2's 13.6, 1.24×).
+  //  - Barriers: 2 per 128-row tile, b1p2mcz 1 per 64-row tile: the same per FLOP (at d = 128
+  //    fa2ufz had twice m64b1p2mcz's per FLOP and still ran 1.09×). P and dS (64 KB per tile)
+  //    written and read back, where b1p2mcz writes only dSᵀ: counted in the bytes above.
+  //  - The same exp2 and dQ atomics per FLOP as b1p2mcz (128 × 128 P and 128 × 64 dQ per tile
+  //    against 64 × 128 and 64 × 64 for half the FLOPs); 4 L and 4 D values per lane (32 rows
+  //    of S per warp), as at d = 128.
+  //  - Registers: dK, dV 2 · 32 and S, dP 2 · 64 fp32 per lane, 192 at the S/dP phase as
+  //    fa2ufz's at d = 128 (253 there, no spill).
+  //  - Instructions per warp and Q tile, from the code's counts: the same 320 mmas and 144
+  //    ldmatrix.x4 as fa2ufz at d = 128 (S, dP 48; dV, dK 64; dQ 32), but each lane's S is 64
+  //    elements, not 32: 64 exp2 and 64 32-bit stores of P and dS, about 200 more than
+  //    fa2ufz's ~960, ~1,150 for 1.31 MFLOP, where b1p2mcz issues ~1,930 (2 tiles of ~965).
+  //  - smem 166 KB: one CTA per SM, as b1p2mcz (119 KB, also one: its registers).
+  // At d = 128 the same kernel ran 1.09× the 1-D kernel with the same switches non-causal
+  // (fa2ufz against m64b1p2mcz, docs/results/h200-variants-11-c6aff73.md), 1.12–1.15×
+  // causal; as the step it runs at 1.08–1.09× torch_flash's backward at N = 1024 and
+  // 0.92–0.97× at 4096 and 16384, causal or not (docs/results/h200-backward-506e1f8.md).
+  // torch_flash runs fa2d64's layouts at d = 64 at 1.05× / 1.15× / 1.20× b1p2mcz non-causal
+  // (N = 1k / 4k / 16k, the same file) and 1.07× / 1.18× / 1.23× causal; at 0.92–1.0× of it
+  // as at d = 128, that is 1.06–1.15× (4k) and 1.10–1.20× (16k) non-causal, 1.08–1.18× and
+  // 1.13–1.23× causal. Predicted: non-causal 0.98–1.08× b1p2mcz at N = 1024 (8 Q tiles of
+  // 128 rows per CTA: the prologue and the last tile weigh more), 1.05–1.18× at 4096 and
+  // 16384; causal 1.00–1.10× at 1024, 1.05–1.20× at 4096 and 16384 (one masked 128-row tile
+  // per CTA on the diagonal where b1p2mcz has two of 64 rows: the same masked pairs). Below
+  // 1.0× at N >= 4096 would mean the layouts' saving in fragment loads does not carry over to
+  // d = 64, where every product has half the dims.
+  // ptxas (sm_90, CUDA 13.0): 252 registers non-causal, 255 causal (either mode), no spill;
+  // the code 2,256–2,304 instructions non-causal, 3,384–3,416 causal.
+  out.push_back(make_variant_2d<Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4>>(
+      "fa2d64", "FlashAttention-2's d = 64 layouts (128-row tiles) with fa2ufz's switches"));
+  // fa2d64s2: fa2d64 with S and dP on 2 (rows) × 4 (keys) warps of 64 rows × 32 keys
+  // (Flash_bwd_kernel_traits<64, 128, 128, 8, 2, 4, 4>, the alternative FlashAttention-2 keeps
+  // commented out beside the one it runs: splitting the rows 4 ways is "slightly faster", fewer
+  // registers holding L). The same fragment loads and bytes per k16 step (2 · (4 + 2) against
+  // 2 · (2 + 4) ldmatrix.x4, 32 mmas), 16.0 FLOPs per byte; but each lane's S covers 8 rows,
+  // not 4: 8 L, 8 D, 8 key limits (causal) and 8 row checks per Q tile in P and dS, where
+  // fa2d64 has 4 of each. Predicted 0.97–1.01× fa2d64, non-causal and causal, N = 4096 and
+  // 16384; above 1.01× would contradict FlashAttention-2's choice on this GPU. ptxas: 250
+  // registers non-causal, 255 causal, no spill; the code 2,256–2,288 instructions non-causal,
+  // 3,480–3,512 causal.
+  out.push_back(make_variant_2d<Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 2, 4, 4>>(
+      "fa2d64s2", "fa2d64 with S, dP on 2×4 warps of 64 rows × 32 keys"));
+  // fa2d64m64: FlashAttention-2's d = 64 layouts for a GPU with less shared memory
+  // (Flash_bwd_kernel_traits<64, 64, 128, 8, 2, 4, 4>, without its V held in registers):
+  // 64-row Q tiles, S and dP 2 × 4 warps of 32 × 32, dV and dK 4 × 2 of 32 keys × 32 dims,
+  // dQ 4 × 2 of 16 rows × 32 dims, 99 KB. Per warp and Q tile 48 KB of shared memory for
+  // 0.66 MFLOP, 13.3 FLOPs per byte: 1.04× b1p2mcz's 12.8, and twice its barriers per FLOP
+  // (2 per 64-row tile against 1), with half fa2d64's registers of S and dP (2 · 32). The
+  // registers it leaves free buy nothing: a second CTA per SM would need <= 128 per thread.
+  // Predicted against b1p2mcz: 0.92–1.02× non-causal and causal at every N; against fa2d64
+  // 0.85–0.95×. A data point for the tile size with the same layouts, not a candidate.
+  // ptxas: 213 registers non-causal, 233–234 causal, no spill.
+  out.push_back(make_variant_2d<Bwd2dTraits<64, E, false, true, 4, true, true, true, 64, 2, 4, 4>>(
+      "fa2d64m64", "fa2d64 with 64-row tiles (FlashAttention-2's layouts for less smem)"));
+}
+
+}  // namespace fa::step11
