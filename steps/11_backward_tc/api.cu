@@ -15,9 +15,10 @@
 //     computed (flash_bwd_kernel.cuh).
 //   * dQ: fp32 atomics (red.global.add.f32) into a workspace accumulator, converted to the
 //     problem's dtype (times the softmax scale) by a last kernel. dK and dV: written once.
-//   * At d = 128 the step runs a second main kernel where a block may have its 163 KB of shared
-//     memory: FlashAttention-2's 2-D warp layouts, a layout per product, P and dS both through
-//     shared memory (flash_bwd_2d.cuh); the one above, which chapter 11 builds, elsewhere.
+//   * The step runs a second main kernel where a block may have its shared memory (163 KB at
+//     d = 128, 166 KB at d = 64): FlashAttention-2's 2-D warp layouts, a layout per product,
+//     P and dS both through shared memory (flash_bwd_2d.cuh); the one above, which chapter 11
+//     builds, elsewhere.
 //
 // GQA and MQA: as step 10, the CTA that owns a K/V tile loops over every query head of its
 // group, so dK and dV are summed over the group in its registers, in a fixed order: no atomics
@@ -52,7 +53,9 @@
 //                                                                       non-causal /     (spills)
 //                                                                       causal, and
 //                                                                       deterministic
-//   64   1-D, 64 × 128                1 barrier, v2, m, c, f  119 KB    236 / 246,       none
+//   64   2-D, 128 × 128               fa2d64: m, c, f, unr.   166 KB    252 / 255,       none
+//                                                                       252 / 255
+//   64   1-D, 64 × 128 (fallback)     1 barrier, v2, m, c, f  119 KB    236 / 246,       none
 //                                                                       237 / 243
 //   128  2-D, 64 × 128                fa2ufz: m, c, f, unr.   163 KB    253 / 254 (fp16  none
 //                                                                       255), 249 / 255
@@ -60,8 +63,8 @@
 //
 // (m: no selects on mask-free tiles; c: the deterministic mode compiled, a kernel per mode;
 // f: P's exp2 flushing subnormals, kFastExp2; unr.: the S/dP k loop unrolled.
-// kernel_traits.cuh, BwdConfig: the fallback runs where a block cannot have 163 KB of shared
-// memory; kTunedBwd = false gives back the configuration first measured, the 1-D kernel at
+// kernel_traits.cuh, BwdConfig: the fallbacks run where a block cannot have the 2-D kernel's
+// shared memory; kTunedBwd = false gives back the configuration first measured, the 1-D kernel at
 // 64 × 128 and 32 × 128 with no switch, 101 and 116.5 KB, 240 / 245 and 244 / 255 registers),
 // and the D and convert kernels 30 and 28 registers. One CTA per SM. Both main kernels are at
 // the edge at d = 128: kernel_traits.cuh (the 1-D kernel) and variants/variants_d128_2d.cu

@@ -1,12 +1,13 @@
 // flash_bwd_2d.cuh — step 11's backward with FlashAttention-2's two-dimensional warp layouts:
-// the step's main kernel at d = 128 (BwdConfig<128, ·>::Traits, kernel_traits.cuh: the
-// switches of bin/variants_11's row "fa2uf", the fastest it measured) wherever a block may
-// have its 163 KB of shared memory. bin/variants_11 also runs it with the other switches of
-// Bwd2dTraits (rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc") and, at d = 64, with
-// FlashAttention-2's layouts for that head dim (rows "fa2d64", "fa2d64s2", "fa2d64m64").
+// the step's main kernel at both head dims (BwdConfig<d, ·>::Traits, kernel_traits.cuh: the
+// switches of bin/variants_11's row "fa2ufz" at d = 128, and FlashAttention-2's d = 64 layouts
+// with the same switches, row "fa2d64", at d = 64: the fastest it measured) wherever a block
+// may have its 163 KB (d = 128) or 166 KB (d = 64) of shared memory. bin/variants_11 also runs
+// it with the other switches of Bwd2dTraits (rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc") and
+// other layouts at d = 64 (rows "fa2d64s2", "fa2d64m64").
 //
-// The kernel chapter 11 builds (flash_bwd_kernel.cuh; the step's at d = 64, and its fallback
-// at d = 128 on a device with less shared memory) gives each of its 8 warps 16 keys and computes
+// The kernel chapter 11 builds (flash_bwd_kernel.cuh; the step's fallback on a device with
+// less shared memory per block) gives each of its 8 warps 16 keys and computes
 // everything with those keys as the rows: Pᵀ and dSᵀ stay in registers for dV and dK, but
 // every warp loads every fragment of the Q and dO tiles, twice (kernel_traits.cuh, "What
 // FlashAttention-2's Sm80 backward does differently"). Here each of the five products has a

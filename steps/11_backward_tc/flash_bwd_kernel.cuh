@@ -730,7 +730,7 @@ constexpr auto main_kernel(WarpLayout1d) {
 
 }  // namespace fa::step11
 
-// The main kernel with FlashAttention-2's 2-D warp layouts, the step's at d = 128 (BwdConfig):
+// The main kernel with FlashAttention-2's 2-D warp layouts, the step's at both d (BwdConfig):
 // it uses this file's helpers and its preprocessing and convert kernels, and is launched by the
 // host side below.
 #include "flash_bwd_2d.cuh"

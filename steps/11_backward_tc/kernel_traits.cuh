@@ -132,9 +132,9 @@ struct BwdParams {
 //   d = 128 causal 129.7 / 161.9 / 183.6    torch_flash 169.3 / 257.1 / 310.1
 //   d = 64  full   169.4 / 186.6 / 189.9    d = 64 causal 120.9 / 157.5 / 174.3
 // Inside the predicted 180–240, and 0.6–0.8 × torch_flash. That is the configuration first
-// measured (kTunedBwd = false below); the step runs the tuned ones (kTunedBwd = true: this
-// kernel with five switches at d = 64, the 2-D kernel of flash_bwd_2d.cuh at d = 128), which
-// chapter 11 times against torch_flash's backward (docs/results/h200-backward-506e1f8.md).
+// measured (kTunedBwd = false below); the step runs the tuned ones (kTunedBwd = true: the
+// 2-D kernel of flash_bwd_2d.cuh at both d, this kernel with five switches as the fallback),
+// which chapter 11 times against torch_flash's backward.
 //
 // What limits it. 194 TFLOP/s is ~740 FLOPs per clock per SM (132 SMs, ~1.98 GHz): 45–50% of
 // the shared-memory cap above and under a third of mma.sync's rate, so neither pipe is full;
@@ -177,15 +177,17 @@ struct BwdParams {
 // That kernel alone was level without the causal mask (row fa2, 0.98 × this kernel's
 // 64 × 128) and, with the per-tile instructions it issued beyond FlashAttention-2's removed
 // (row fa2uf), 1.08–1.19 × it, and 1–2% more with P's exp2 flushing subnormals (row fa2ufz,
-// docs/results/h200-variants-11-c6aff73.md). It is the step's kernel at d = 128 now
-// (BwdConfig<128>), where a block may have its 163 KB; this one runs at d = 64, where the same
-// kind of switches gave 1.02–1.07 × (rows b1p2mc, b1p2mcz), and as the fallback at d = 128.
+// docs/results/h200-variants-11-c6aff73.md). It is the step's kernel at d = 128 (BwdConfig<128>),
+// where a block may have its 163 KB. At d = 64 this kernel with the same kind of switches
+// gained 1.02–1.07 × (rows b1p2mc, b1p2mcz), and then the 2-D kernel in FlashAttention-2's
+// d = 64 layouts (128-row tiles, 166 KB) ran 1.11–1.22 × that (row fa2d64): it is the step's
+// at d = 64 too, and this kernel the fallback at both d where a block cannot have that much.
 // ---------------------------------------------------------------------------------------------
 //
 // The switches after the tiles (all off in the configuration above; bin/variants_11 measures
 // each one alone, and variants/variants_d64.cu and variants_d128.cu predict what each buys).
-// The step runs kOneBarrier, kDqPairs, kMaskFree, kDetCompiled and kFastExp2 at d = 64, and
-// kOneBarrier and kDqPairs in the 32-row fallback at d = 128 (BwdConfig, below):
+// The step's fallbacks (BwdConfig, below) run kOneBarrier, kDqPairs, kMaskFree, kDetCompiled
+// and kFastExp2 at d = 64, and kOneBarrier and kDqPairs in the 32-row one at d = 128:
 //   kMinBlocks   CTAs per SM promised to ptxas (__launch_bounds__): 2 needs kBlockN = 64 (4
 //                warps) so that two CTAs' registers fit, and caps them at 255 anyway
 //   kOneBarrier  one __syncthreads per Q tile instead of two: dSᵀ double-buffered (+18 KB at
@@ -337,12 +339,13 @@ template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kS
 struct Bwd2dTraits;
 
 /// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11
-/// measured fastest (docs/results/h200-variants-11-13100b5.md and -c6aff73.md) — at d = 64
-/// this kernel with one barrier per Q tile, dQ's atomics in pairs, no selects on the Q tiles
-/// that need no mask, the deterministic mode compiled per mode and P's exp2 flushing
-/// subnormals (row b1p2mcz); at d = 128 the kernel with FlashAttention-2's 2-D warp layouts,
-/// its S/dP loop unrolled, no selects on mask-free tiles, the mode compiled, the tiles counted
-/// and the same exp2 (flash_bwd_2d.cuh, row fa2ufz). false: the
+/// measured fastest (docs/results/h200-variants-11-*.md) — at both d the kernel with
+/// FlashAttention-2's 2-D warp layouts (flash_bwd_2d.cuh), its S/dP loop unrolled, no selects
+/// on the Q tiles that need no mask, the deterministic mode compiled per mode, the tiles
+/// counted and P's exp2 flushing subnormals (rows fa2ufz at d = 128, fa2d64 at d = 64, with
+/// 128-row tiles); where a block cannot have its shared memory, this file's kernel with one
+/// barrier per Q tile, dQ's atomics in pairs and, at d = 64, the same switches (row b1p2mcz).
+/// false: the
 /// configuration chapter 11 builds first (64 × 128 at d = 64, 32 × 128 at d = 128, this kernel
 /// with every switch off; bin/variants_11's row r, the baseline its table times the others
 /// against). Both pass the same tests.
@@ -354,12 +357,19 @@ constexpr bool kTunedBwd = true;
 template <int kHeadDim, class Element>
 struct BwdConfig;
 template <class Element>
-struct BwdConfig<64, Element> {  // 64 rows × 128 keys, 8 warps: 119 KB smem (untuned 101 KB)
-  using Traits = std::conditional_t<
+struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 166 KB smem
+  // fa2d64, FlashAttention-2's d = 64 layouts (128 rows; S, dP 4 warps along the rows, dK, dV
+  // 4 along the keys, dQ 4 along the rows) with fa2ufz's switches.
+  using Traits =
+      std::conditional_t<kTunedBwd,
+                         Bwd2dTraits<64, Element, false, true, 4, true, true, true, 128, 4, 4, 4>,
+                         BwdTraits<64, 64, 128, Element>>;
+  // This file's kernel, 64 rows × 128 keys, 119 KB (untuned: 101 KB), row b1p2mcz: for a
+  // device whose blocks cannot have the 2-D kernel's 166 KB.
+  using Fallback = std::conditional_t<
       kTunedBwd,
       BwdTraits<64, 64, 128, Element, 1, true, true, false, false, false, false, true, true, true>,
-      BwdTraits<64, 64, 128, Element>>;
-  using Fallback = Traits;
+      Traits>;
 };
 template <class Element>
 struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 163 KB smem

@@ -738,7 +738,7 @@ constexpr auto main_kernel(WarpLayout1d) {
 
 }  // namespace fa::step11
 
-// The main kernel with FlashAttention-2's 2-D warp layouts, the step's at d = 128 (BwdConfig):
+// The main kernel with FlashAttention-2's 2-D warp layouts, the step's at both d (BwdConfig):
 // it uses this file's helpers and its preprocessing and convert kernels, and is launched by the
 // host side below.
 #include "flash_bwd_2d.cuh"
@@ -790,8 +790,8 @@ void run_flash_bwd_traits(const BwdParams& p, cudaStream_t stream) {
 }
 
 /// NOTE(exercise): not part of the lesson. The exercise's configuration: the kernel above, in
-/// BwdConfig's Fallback tiles at both d (at d = 128 the step itself runs flash_bwd_2d.cuh's
-/// kernel where it fits; the exercise builds this one, so this one is what its tests run).
+/// BwdConfig's Fallback tiles at both d (the step itself runs flash_bwd_2d.cuh's kernel where
+/// it fits; the exercise builds this one, so this one is what its tests run).
 template <int kHeadDim, class Element>
 void run_flash_bwd(const BwdParams& p, cudaStream_t stream) {
   // NOTE(exercise): Fallback at both d, as the comment above says.

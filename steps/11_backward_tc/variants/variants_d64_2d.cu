@@ -2,8 +2,9 @@
 // (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp layouts
 // (flash_bwd_2d.cuh) at d = 64, in the layouts FlashAttention-2 chooses for that head dim and
 // the switches of fa2ufz (the step's at d = 128), bf16, described as a Variant by
-// make_variant.cuh's make_variant_2d. The step itself runs b1p2mcz at d = 64 (BwdConfig<64>,
-// kernel_traits.cuh); these rows are measured against it.
+// make_variant.cuh's make_variant_2d. Measured against b1p2mcz, the step's kernel at d = 64
+// when they were written; fa2d64 won (docs/results/, chapter 11) and is the step's at d = 64
+// now (BwdConfig<64>, kernel_traits.cuh), b1p2mcz its fallback.
 #include <cuda_bf16.h>
 
 #include <vector>
