@@ -136,6 +136,15 @@ std::string validate_sizes(const DecodeProblem& p) {
        << "decoding limit of " << DecodeLimits::kMaxCacheElems << " elements";
     return os.str();
   }
+  // A pool row is a 32-bit int in the kernels (DecodeLimits::kMaxPoolRows).
+  if (p.cache == CacheKind::Paged) {
+    if (const std::int64_t rows = std::int64_t{p.num_pages} * p.page_size;
+        rows > DecodeLimits::kMaxPoolRows) {
+      os << "pool rows (num_pages * page_size = " << p.num_pages << " * " << p.page_size << " = "
+         << rows << ") exceed the limit of " << DecodeLimits::kMaxPoolRows << " rows";
+      return os.str();
+    }
+  }
   return {};
 }
 

@@ -52,6 +52,10 @@ struct DecodeLimits {
   /// sequence stay 32-bit ints in the kernels (tiles, masks, page columns); 2^30 leaves room
   /// past the last position for a tile of up to kMaxPageSize keys without overflow.
   static constexpr int kMaxSequenceRows = 1 << 30;
+  /// The most rows of a paged pool (num_pages·page_size): a pool row is a 32-bit int in the
+  /// kernels (its element offset 64-bit), the last one 2^31 − 1. At 2 bytes and the smallest
+  /// row (H_kv·d = 64) that is 256 GiB per cache, past any GPU's memory: it never binds in use.
+  static constexpr std::int64_t kMaxPoolRows = std::int64_t{1} << 31;
 };
 
 /// \brief A decoding step: the shapes, the per-sequence cache lengths and the cache.

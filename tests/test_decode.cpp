@@ -463,6 +463,22 @@ TEST_CASE("decode: caches up to 2^40 elements are accepted, past it refused, wit
         "K/V cache size (num_pages * page_size * heads_kv * head_dim = 8388609 * 256 * 8 * 64 = "
         "1099511758848 elements) exceeds the decoding limit of 1099511627776 elements");
 
+  // A pool row is a 32-bit int in the kernels: 2^31 rows at most (DecodeLimits::kMaxPoolRows),
+  // here with H_kv · d = 64 so that the element limit does not bind first (2^37 elements).
+  STATIC_REQUIRE(DecodeLimits::kMaxPoolRows == std::int64_t{1} << 31);
+  DecodeProblem pool = shapes(8, 1, 64, 1, {40});
+  pool.cache = CacheKind::Paged;
+  pool.page_size = 16;
+  pool.num_pages = 1 << 27;
+  pool.max_pages = 3;
+  pool.block_table = {(1 << 27) - 1, 0, 5};
+  CHECK(fa::validate(pool).empty());
+  CHECK(pool.cache_row_offset(0, 15) == (std::int64_t{(1 << 27) - 1} * 16 + 15) * 64);
+  pool.num_pages += 1;
+  CHECK(fa::validate(pool) ==
+        "pool rows (num_pages * page_size = 134217729 * 16 = 2147483664) exceed the limit of "
+        "2147483648 rows");
+
   // Q and O keep the forward steps' limit, 2^31 − 1 (q_len <= 16 keeps them small).
   DecodeProblem q = contiguous(shapes(1 << 20, 1, 128, 15, {0}), 16);
   CHECK(fa::validate(q).empty());  // 15 · 2^20 · 128 = 2013265920

@@ -103,7 +103,12 @@ std::string decode_size_refusal(int d, int batch, int heads_kv, int n, int page_
   const std::int64_t rows = page_size > 0 ? pages * page_size : std::int64_t{batch} * n;
   // The product of rows and H_kv · d may pass 2^63: compare by dividing first.
   const std::int64_t row_elems = std::int64_t{heads_kv} * d;
-  if (rows <= DecodeLimits::kMaxCacheElems / row_elems) return {};
+  if (rows <= DecodeLimits::kMaxCacheElems / row_elems) {
+    if (page_size > 0 && rows > DecodeLimits::kMaxPoolRows)
+      return "the pool's " + std::to_string(rows) + " rows exceed the limit of " +
+             std::to_string(DecodeLimits::kMaxPoolRows) + " rows";
+    return {};
+  }
   const bool fits = rows <= std::numeric_limits<std::int64_t>::max() / row_elems;
   return "the K/V cache's " +
          (fits ? std::to_string(rows * row_elems)

@@ -57,7 +57,7 @@ DecodeProblem make_decode(DType dtype, int d, int batch, int heads_q, int heads_
 
 /// \brief Why make_decode() with these shapes would pass the decoding limits, from the shapes
 /// alone (before any block table is made): its K/V cache past DecodeLimits::kMaxCacheElems, or
-/// its pool past an int's count of pages; "" when neither.
+/// its pool past an int's count of pages or past DecodeLimits::kMaxPoolRows rows; "" when none.
 /// \param d head dim \param batch B \param heads_kv H_kv \param n keys per sequence
 /// \param page_size 0 (contiguous) or the page size \return "" or the reason
 std::string decode_size_refusal(int d, int batch, int heads_kv, int n, int page_size);

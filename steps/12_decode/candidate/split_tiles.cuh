@@ -63,14 +63,15 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
     if (!tile_in_page && ps > 0 && ps < kN && kN % ps == 0 && kN / ps <= 32) {
       const int shift = __ffs(ps) - 1;  // ps = 2^shift
       const int lane = threadIdx.x % 32;
-      // Lane j < kN / ps: column pos0 / ps + j of the table, its pool page, or −1: a column
-      // outside the table (table_entry: never read), an entry outside the pool, or a page
-      // wholly past key_end (never read, as cache_row is never called there). The page, not its
-      // first row: page · ps may pass 2^31 rows, so the row is made 64-bit after the shuffle.
-      int page = -1;
+      // Lane j < kN / ps: column pos0 / ps + j of the table, as the first pool row of its page
+      // (entry · page_size), or −1: a column outside the table (table_entry: never read), an
+      // entry outside the pool, or a page wholly past key_end (never read, as cache_row is
+      // never called there). A pool row fits an int: validate() keeps num_pages · page_size
+      // <= 2^31 (DecodeLimits::kMaxPoolRows); the element offset below is 64-bit.
+      int page_row = -1;
       if (lane < (kN >> shift) && pos0 + (lane << shift) < key_end) {
-        const int entry = table_entry(p, b, (pos0 >> shift) + lane);
-        if (entry >= 0 && entry < p.num_pages) page = entry;
+        const int page = table_entry(p, b, (pos0 >> shift) + lane);
+        if (page >= 0 && page < p.num_pages) page_row = page * ps;
       }
       // A count known at compile time: every lane runs every shuffle. Unrolled by 4, not 8:
       // fully unrolled, ptxas gives the kernel 224 registers instead of m3w4s's 166.
@@ -79,12 +80,12 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
         const int x = threadIdx.x + i * kThreads;
         const int key = x / kChunks, c = x % kChunks;
         const int pos = pos0 + key;  // >= 0
-        const int key_page = __shfl_sync(0xffffffffu, page, key >> shift);
+        const int first = __shfl_sync(0xffffffffu, page_row, key >> shift);
         // cache_row's checks: pos inside the capacity, the entry inside the pool (the slot,
         // pos mod ps, lies in [0, ps) by construction); and pos < key_end as above.
-        const bool ok = pos < key_end && pos < p.capacity && key_page >= 0;
-        const int64_t row = (int64_t{key_page} << shift) + (pos & (ps - 1));  // the pool row
-        const int64_t src = ok ? row * row_elems + int64_t{g} * kD + c * 8 : 0;
+        const bool ok = pos < key_end && pos < p.capacity && first >= 0;
+        const int64_t src =
+            ok ? int64_t{first + (pos & (ps - 1))} * row_elems + int64_t{g} * kD + c * 8 : 0;
         const int dst = key * kStride + (kSwizzle ? c ^ (key % 8) : c) * 8;
         cp_async_16(smem_u32(sK + dst), k_cache + src, ok);
         cp_async_16(smem_u32(sV + dst), v_cache + src, ok);
