@@ -105,7 +105,8 @@ std::string decode_size_refusal(int d, int batch, int heads_kv, int n, int page_
   const std::int64_t row_elems = std::int64_t{heads_kv} * d;
   if (rows <= DecodeLimits::kMaxCacheElems / row_elems) {
     if (page_size > 0 && rows > DecodeLimits::kMaxPoolRows)
-      return "the pool's " + std::to_string(rows) + " rows exceed the limit of " +
+      return "the pool's rows (num_pages * page_size = " + std::to_string(pages) + " * " +
+             std::to_string(page_size) + " = " + std::to_string(rows) + ") exceed the limit of " +
              std::to_string(DecodeLimits::kMaxPoolRows) + " rows";
     return {};
   }

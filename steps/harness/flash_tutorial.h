@@ -199,8 +199,9 @@ FA_API fa_status fa_decode_workspace_bytes(const char* step, const fa_decode_pro
  * \return FA_OK once launched, or the error (then see fa_last_error); nothing is copied or
  * launched on an error. The checks, in order: the step name; the problem (the enums, the
  * cache_lens and block_table pointers, then fa::validate: shapes, q_len, every length against
- * n_max or its pages, at most 2^30 rows per sequence and 2^40 elements per cache (the kernels
- * address the cache with 64-bit offsets), every used block-table entry in [0, num_pages), no
+ * n_max or its pages, at most 2^30 rows per sequence, 2^40 elements per cache (the kernels
+ * address the cache with 64-bit offsets) and 2^31 rows per page pool (num_pages * page_size),
+ * every used block-table entry in [0, num_pages), no
  * page appended into twice; then the step's dtype and head dim); num_splits; the pointers q, k_new,
  * v_new, k_cache, v_cache, o, lse (not NULL, aligned to the step's 16-byte copies, lse to 4); the
  * split count of the step's rule when num_splits is 0 (a CUDA call); workspace_bytes and the
