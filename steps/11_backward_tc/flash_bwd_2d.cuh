@@ -247,31 +247,15 @@ __device__ __forceinline__ void mma_m16n8k16_zero_c(float (&d)[4], const uint32_
   }
 }
 
-/// \brief The exact path's dQ_acc += dS K for one Q tile, pair by pair (dS: [row][key] tile).
-/// Not inlined, as the step's exact_dq: it runs while the caller holds dK and dV.
+/// \brief exact_dq_tile (flash_bwd_kernel.cuh) on this kernel's dS tile ([kBlockM][kBlockN + 8]:
+/// the Q tile's rows as rows). Not inlined, as the step's exact_dq: it runs while the caller
+/// holds dK and dV.
 template <class Traits, bool IsCausal>
 __device__ __noinline__ void exact_dq_2d(const BwdParams& p, const unsigned char* smem,
                                          float* dq_rows, int i0, int j0) {
-  using Element = typename Traits::Element;
-  constexpr int kHeadDim = Traits::kHeadDim;
-  const Element* ds = reinterpret_cast<const Element*>(smem + Traits::kOffDs);
-  const unsigned char* k_tile = smem + Traits::kOffK;
-  for (int e = threadIdx.x; e < Traits::kBlockM * kHeadDim; e += Traits::kNumThreads) {
-    const int r = e / kHeadDim, c = e % kHeadDim;
-    if (i0 + r >= p.n_q) break;  // e only grows, and so does r
-    const int limit = kv_limit<IsCausal>(i0 + r, p.n_q, p.n_kv) - j0;
-    float sum = 0.f;
-    for (int key = 0; key < Traits::kBlockN && key < limit; ++key)
-      sum = fmaf(
-          static_cast<float>(ds[r * (Traits::kPRowBytes / 2) + key]),
-          static_cast<float>(*reinterpret_cast<const Element*>(k_tile + Traits::element(key, c))),
-          sum);
-    float* at = dq_rows + r * kHeadDim + c;
-    if (p.deterministic)
-      *at = sum;
-    else
-      atomicAdd(at, sum);
-  }
+  exact_dq_tile<Traits, IsCausal>(
+      p, smem, Traits::kOffDs, [](int r, int key) { return r * (Traits::kPRowBytes / 2) + key; },
+      dq_rows, i0, j0);
 }
 
 /// \brief The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), block: kNumThreads, smem:

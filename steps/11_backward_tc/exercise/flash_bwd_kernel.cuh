@@ -146,11 +146,15 @@ __device__ __forceinline__ void store_transposed(uint32_t s_ds,
 }
 
 /// \brief The exact path's dQ_acc += dS K for one Q tile, pair by pair: row r sees a prefix of
-/// the keys (mask.cuh). Not inlined: it runs while the caller holds dK and dV in registers,
-/// and on its own it needs few.
-template <class Traits, bool IsCausal>
-__device__ __noinline__ void exact_dq(const BwdParams& p, const unsigned char* smem, int ds_offset,
-                                      float* dq_rows, int i0, int j0) {
+/// the keys (mask.cuh). The 16-bit dS tile is at byte ds_offset of shared memory, in either
+/// kernel's layout: ds_index(r, key) is the index of the element of row r of the Q tile and key
+/// `key` (the 1-D kernel's dSᵀ tile holds the keys as rows, the 2-D kernel's dS tile the Q
+/// tile's rows). Each kernel calls it through a function of its own that is not inlined:
+/// exact_dq below, with the offset of the dSᵀ buffer in use, and flash_bwd_2d.cuh's exact_dq_2d.
+template <class Traits, bool IsCausal, class DsIndex>
+__device__ __forceinline__ void exact_dq_tile(const BwdParams& p, const unsigned char* smem,
+                                              int ds_offset, DsIndex ds_index, float* dq_rows,
+                                              int i0, int j0) {
   using Element = typename Traits::Element;
   constexpr int kHeadDim = Traits::kHeadDim;
   const Element* ds = reinterpret_cast<const Element*>(smem + ds_offset);
@@ -162,7 +166,7 @@ __device__ __noinline__ void exact_dq(const BwdParams& p, const unsigned char* s
     float sum = 0.f;
     for (int key = 0; key < Traits::kBlockN && key < limit; ++key)
       sum = fmaf(
-          static_cast<float>(ds[key * (Traits::kDsRowBytes / 2) + r]),
+          static_cast<float>(ds[ds_index(r, key)]),
           static_cast<float>(*reinterpret_cast<const Element*>(k_tile + Traits::element(key, c))),
           sum);
     float* at = dq_rows + r * kHeadDim + c;
@@ -171,6 +175,17 @@ __device__ __noinline__ void exact_dq(const BwdParams& p, const unsigned char* s
     else
       atomicAdd(at, sum);
   }
+}
+
+/// \brief exact_dq_tile on this file's kernel's dSᵀ tile at ds_offset ([kBlockN][kBlockM + 8]:
+/// keys as rows). Not inlined: it runs while the caller holds dK and dV in registers, and on
+/// its own it needs few. (flash_bwd_2d.cuh's kernel calls exact_dq_2d, the same on its dS tile.)
+template <class Traits, bool IsCausal>
+__device__ __noinline__ void exact_dq(const BwdParams& p, const unsigned char* smem, int ds_offset,
+                                      float* dq_rows, int i0, int j0) {
+  exact_dq_tile<Traits, IsCausal>(
+      p, smem, ds_offset, [](int r, int key) { return key * (Traits::kDsRowBytes / 2) + r; },
+      dq_rows, i0, j0);
 }
 
 // ---------------------------------------------------------------------------------------------
