@@ -326,21 +326,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   // Prologue: K, V and the first Q tile in one group.
   if (visits > 0) {
-    load_tile_async<Traits, kBlockN>(sK, k_head + j0 * p.kv_row_stride, p.kv_row_stride,
-                                     p.n_kv - j0);
-    load_tile_async<Traits, kBlockN>(sV, v_head + j0 * p.kv_row_stride, p.kv_row_stride,
-                                     p.n_kv - j0);
+    load_kv_async<Traits>(p, k_head, v_head, j0, sK, sV);
     load_q_async(0, 0);
   }
   cp_async_commit();
 
   // Causal: does K or V hold an inf or a NaN? (Then the diagonal's tiles take the exact path.)
-  bool kv_nonfinite = false;
-  if (IsCausal && visits > 0) {
-    cp_async_wait<0>();
-    __syncthreads();
-    kv_nonfinite = __syncthreads_or(tile_has_nonfinite<Traits>(sK, 2 * Traits::kKVBytes)) != 0;
-  }
+  const bool kv_nonfinite = kv_has_nonfinite<Traits, IsCausal>(visits, sK);
 
   // The warp's place in each layout.
   const int s_m = Traits::kSRows * (warp / Traits::kSWarpsN);     // S, dP: first row

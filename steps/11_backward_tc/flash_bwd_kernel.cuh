@@ -127,6 +127,36 @@ __device__ __forceinline__ void load_q_stage(const BwdParams& p, const Element* 
   }
 }
 
+/// \brief The prologue's copies of K and V, the same for both main kernels: keys j0 …
+/// j0 + kBlockN − 1 of k_head and v_head (the CTA's K/V head) into the K and V tiles at sK and
+/// sV, zeros past N_kv, by cp.async (committed by the caller, with the first Q tile's copies).
+template <class Traits>
+__device__ __forceinline__ void load_kv_async(const BwdParams& p,
+                                              const typename Traits::Element* k_head,
+                                              const typename Traits::Element* v_head, int j0,
+                                              uint32_t sK, uint32_t sV) {
+  constexpr int kBlockN = Traits::kBlockN;
+  load_tile_async<Traits, kBlockN>(sK, k_head + j0 * p.kv_row_stride, p.kv_row_stride, p.n_kv - j0);
+  load_tile_async<Traits, kBlockN>(sV, v_head + j0 * p.kv_row_stride, p.kv_row_stride, p.n_kv - j0);
+}
+
+/// \brief Causal, in the prologue of either main kernel: does the CTA's K or V tile hold an inf
+/// or a NaN? (Then the tiles on the diagonal take the exact path; see the top of this file.)
+/// Waits for the prologue's copies; the answer is the same in every thread, and every thread
+/// must call it (barriers). Without causal, or without visits, false and no barrier.
+template <class Traits, bool IsCausal>
+__device__ __forceinline__ bool kv_has_nonfinite(int visits, uint32_t sK) {
+  static_assert(Traits::kOffV == Traits::kOffK + Traits::kKVBytes,
+                "the V tile right after the K tile: one look at 2 · kKVBytes covers both");
+  bool kv_nonfinite = false;
+  if (IsCausal && visits > 0) {
+    cp_async_wait<0>();
+    __syncthreads();
+    kv_nonfinite = __syncthreads_or(tile_has_nonfinite<Traits>(sK, 2 * Traits::kKVBytes)) != 0;
+  }
+  return kv_nonfinite;
+}
+
 /// \brief Writes a warp's 16 × kBlockM A fragments (Pᵀ or dSᵀ: keys 16·warp … +15 as rows,
 /// the Q tile's rows as columns) into the [kBlockN][kBlockM + 8] tile at s_ds.
 template <class Traits>
@@ -334,22 +364,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
 
   // Prologue: K, V and the first Q tile in one group.
   if (visits > 0) {
-    load_tile_async<Traits, kBlockN>(sK, k_head + j0 * p.kv_row_stride, p.kv_row_stride,
-                                     p.n_kv - j0);
-    load_tile_async<Traits, kBlockN>(sV, v_head + j0 * p.kv_row_stride, p.kv_row_stride,
-                                     p.n_kv - j0);
+    load_kv_async<Traits>(p, k_head, v_head, j0, sK, sV);
     load_q_async(0, 0);
   }
   cp_async_commit();
 
-  // Causal: does K or V hold an inf or a NaN? (Then the tiles on the diagonal take the exact
-  // path; see the top of this file.)
-  bool kv_nonfinite = false;
-  if (IsCausal && visits > 0) {
-    cp_async_wait<0>();
-    __syncthreads();
-    kv_nonfinite = __syncthreads_or(tile_has_nonfinite<Traits>(sK, 2 * Traits::kKVBytes)) != 0;
-  }
+  // Causal: does K or V hold an inf or a NaN? (Then the diagonal's tiles take the exact path.)
+  const bool kv_nonfinite = kv_has_nonfinite<Traits, IsCausal>(visits, sK);
   // kOneBarrier: the first tile is waited for here, the second one's copies are issued, and
   // from then on each tile's barrier also publishes the next tile (see the loop).
   if (Traits::kOneBarrier && visits > 0) {
