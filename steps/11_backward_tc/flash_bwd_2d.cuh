@@ -666,17 +666,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
   __syncthreads();  // a row's two halves come from two warps
-  Element* dk = static_cast<Element*>(p.dk) + kv_off;
-  Element* dv = static_cast<Element*>(p.dv) + kv_off;
-  constexpr int kChunksPerRow = Traits::kChunksPerRow;
-  for (int c = tid; c < kBlockN * kChunksPerRow; c += Traits::kNumThreads) {
-    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
-    const int j = j0 + row;
-    if (j >= p.n_kv) break;  // c only grows, and so does the row
-    const int off = j * p.kv_row_stride + chunk * 8;
-    st_global_v4(dk + off, ld_shared_v4(sK + Traits::swizzle(row, chunk)));
-    st_global_v4(dv + off, ld_shared_v4(sV + Traits::swizzle(row, chunk)));
-  }
+  store_dk_dv<Traits, kBlockN>(p, kv_off, j0, 0, tid, Traits::kNumThreads, sK, sV);
 }
 
 /// \brief The main kernel of Bwd2dTraits `Traits` (its WarpLayout), for launch_flash_bwd_main

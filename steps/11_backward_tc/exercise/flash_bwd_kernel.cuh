@@ -157,6 +157,28 @@ __device__ __forceinline__ bool kv_has_nonfinite(int visits, uint32_t sK) {
   return kv_nonfinite;
 }
 
+/// \brief The last step of both main kernels: rows row0 … row0 + kRows − 1 of the CTA's K and V
+/// tiles, which by then hold dK (scaled) and dV in 16 bits, to dK and dV in device memory (key
+/// j0 + row of the (batch, K/V head) at kv_off; rows past N_kv left out), 16 bytes per store.
+/// The calling threads share the kRows · kChunksPerRow chunks: this one stores chunks first,
+/// first + step, … (the 1-D kernel: a warp its own 16 rows; the 2-D kernel: the CTA all rows).
+template <class Traits, int kRows>
+__device__ __forceinline__ void store_dk_dv(const BwdParams& p, int kv_off, int j0, int row0,
+                                            int first, int step, uint32_t sK, uint32_t sV) {
+  using Element = typename Traits::Element;
+  Element* dk = static_cast<Element*>(p.dk) + kv_off;
+  Element* dv = static_cast<Element*>(p.dv) + kv_off;
+  constexpr int kChunksPerRow = Traits::kChunksPerRow;
+  for (int c = first; c < kRows * kChunksPerRow; c += step) {
+    const int row = row0 + c / kChunksPerRow, chunk = c % kChunksPerRow;
+    const int j = j0 + row;
+    if (j >= p.n_kv) break;  // c only grows, and so does the row
+    const int off = j * p.kv_row_stride + chunk * 8;
+    st_global_v4(dk + off, ld_shared_v4(sK + Traits::swizzle(row, chunk)));
+    st_global_v4(dv + off, ld_shared_v4(sV + Traits::swizzle(row, chunk)));
+  }
+}
+
 /// \brief Writes a warp's 16 × kBlockM A fragments (Pᵀ or dSᵀ: keys 16·warp … +15 as rows,
 /// the Q tile's rows as columns) into the [kBlockN][kBlockM + 8] tile at s_ds.
 template <class Traits>
@@ -752,17 +774,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
     }
   }
   __syncwarp();  // the warp reads back only its own rows
-  Element* dk = static_cast<Element*>(p.dk) + kv_off;
-  Element* dv = static_cast<Element*>(p.dv) + kv_off;
-  constexpr int kChunksPerRow = Traits::kChunksPerRow;
-  for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
-    const int row = 16 * warp + c / kChunksPerRow, chunk = c % kChunksPerRow;
-    const int j = j0 + row;
-    if (j >= p.n_kv) break;  // c only grows, and so does the row
-    const int off = j * p.kv_row_stride + chunk * 8;
-    st_global_v4(dk + off, ld_shared_v4(sK + Traits::swizzle(row, chunk)));
-    st_global_v4(dv + off, ld_shared_v4(sV + Traits::swizzle(row, chunk)));
-  }
+  store_dk_dv<Traits, 16>(p, kv_off, j0, 16 * warp, lane, 32, sK, sV);
 }
 
 /// \brief The main kernel of BwdTraits `Traits` (its WarpLayout); flash_bwd_2d.cuh gives the
