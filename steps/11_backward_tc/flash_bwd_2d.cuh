@@ -89,9 +89,10 @@
 // when an input holds an inf or a NaN, and the preprocessing and convert kernels themselves
 // (flash_bwd_kernel.cuh), launched by the same host code (run_flash_bwd_traits).
 //
-// Included by flash_bwd_kernel.cuh after its own kernels, whose helpers (copies, masks, the
-// exact path's checks) this file uses and whose host side (run_flash_bwd_traits) launches
-// either main kernel; include flash_bwd_kernel.cuh, not this file.
+// Included by flash_bwd_kernel.cuh after its own kernels, whose helpers (the copies in and
+// out, masks, the exact path's checks and its dQ loop) this file uses and whose host side
+// (run_flash_bwd_traits) launches either main kernel; include flash_bwd_kernel.cuh, not this
+// file.
 #pragma once
 
 #include <cuda_runtime.h>
