@@ -89,9 +89,10 @@
 // when an input holds an inf or a NaN, and the preprocessing and convert kernels themselves
 // (flash_bwd_kernel.cuh), launched by the same host code (run_flash_bwd_traits).
 //
-// Included by flash_bwd_kernel.cuh after its own kernels, whose helpers (copies, masks, the
-// exact path's checks) this file uses and whose host side (run_flash_bwd_traits) launches
-// either main kernel; include flash_bwd_kernel.cuh, not this file.
+// Included by flash_bwd_kernel.cuh after its own kernels, whose helpers (the copies in and
+// out, masks, the exact path's checks and its dQ loop) this file uses and whose host side
+// (run_flash_bwd_traits) launches either main kernel; include flash_bwd_kernel.cuh, not this
+// file.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -247,31 +248,15 @@ __device__ __forceinline__ void mma_m16n8k16_zero_c(float (&d)[4], const uint32_
   }
 }
 
-/// \brief The exact path's dQ_acc += dS K for one Q tile, pair by pair (dS: [row][key] tile).
-/// Not inlined, as the step's exact_dq: it runs while the caller holds dK and dV.
+/// \brief exact_dq_tile (flash_bwd_kernel.cuh) on this kernel's dS tile ([kBlockM][kBlockN + 8]:
+/// the Q tile's rows as rows). Not inlined, as the step's exact_dq: it runs while the caller
+/// holds dK and dV.
 template <class Traits, bool IsCausal>
 __device__ __noinline__ void exact_dq_2d(const BwdParams& p, const unsigned char* smem,
                                          float* dq_rows, int i0, int j0) {
-  using Element = typename Traits::Element;
-  constexpr int kHeadDim = Traits::kHeadDim;
-  const Element* ds = reinterpret_cast<const Element*>(smem + Traits::kOffDs);
-  const unsigned char* k_tile = smem + Traits::kOffK;
-  for (int e = threadIdx.x; e < Traits::kBlockM * kHeadDim; e += Traits::kNumThreads) {
-    const int r = e / kHeadDim, c = e % kHeadDim;
-    if (i0 + r >= p.n_q) break;  // e only grows, and so does r
-    const int limit = kv_limit<IsCausal>(i0 + r, p.n_q, p.n_kv) - j0;
-    float sum = 0.f;
-    for (int key = 0; key < Traits::kBlockN && key < limit; ++key)
-      sum = fmaf(
-          static_cast<float>(ds[r * (Traits::kPRowBytes / 2) + key]),
-          static_cast<float>(*reinterpret_cast<const Element*>(k_tile + Traits::element(key, c))),
-          sum);
-    float* at = dq_rows + r * kHeadDim + c;
-    if (p.deterministic)
-      *at = sum;
-    else
-      atomicAdd(at, sum);
-  }
+  exact_dq_tile<Traits, IsCausal>(
+      p, smem, Traits::kOffDs, [](int r, int key) { return r * (Traits::kPRowBytes / 2) + key; },
+      dq_rows, i0, j0);
 }
 
 /// \brief The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), block: kNumThreads, smem:
@@ -342,21 +327,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   // Prologue: K, V and the first Q tile in one group.
   if (visits > 0) {
-    load_tile_async<Traits, kBlockN>(sK, k_head + j0 * p.kv_row_stride, p.kv_row_stride,
-                                     p.n_kv - j0);
-    load_tile_async<Traits, kBlockN>(sV, v_head + j0 * p.kv_row_stride, p.kv_row_stride,
-                                     p.n_kv - j0);
+    load_kv_async<Traits>(p, k_head, v_head, j0, sK, sV);
     load_q_async(0, 0);
   }
   cp_async_commit();
 
   // Causal: does K or V hold an inf or a NaN? (Then the diagonal's tiles take the exact path.)
-  bool kv_nonfinite = false;
-  if (IsCausal && visits > 0) {
-    cp_async_wait<0>();
-    __syncthreads();
-    kv_nonfinite = __syncthreads_or(tile_has_nonfinite<Traits>(sK, 2 * Traits::kKVBytes)) != 0;
-  }
+  const bool kv_nonfinite = kv_has_nonfinite<Traits, IsCausal>(visits, sK);
 
   // The warp's place in each layout.
   const int s_m = Traits::kSRows * (warp / Traits::kSWarpsN);     // S, dP: first row
@@ -690,17 +667,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
   __syncthreads();  // a row's two halves come from two warps
-  Element* dk = static_cast<Element*>(p.dk) + kv_off;
-  Element* dv = static_cast<Element*>(p.dv) + kv_off;
-  constexpr int kChunksPerRow = Traits::kChunksPerRow;
-  for (int c = tid; c < kBlockN * kChunksPerRow; c += Traits::kNumThreads) {
-    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
-    const int j = j0 + row;
-    if (j >= p.n_kv) break;  // c only grows, and so does the row
-    const int off = j * p.kv_row_stride + chunk * 8;
-    st_global_v4(dk + off, ld_shared_v4(sK + Traits::swizzle(row, chunk)));
-    st_global_v4(dv + off, ld_shared_v4(sV + Traits::swizzle(row, chunk)));
-  }
+  store_dk_dv<Traits, kBlockN>(p, kv_off, j0, 0, tid, Traits::kNumThreads, sK, sV);
 }
 
 /// \brief The main kernel of Bwd2dTraits `Traits` (its WarpLayout), for launch_flash_bwd_main

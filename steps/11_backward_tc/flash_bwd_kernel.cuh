@@ -127,6 +127,58 @@ __device__ __forceinline__ void load_q_stage(const BwdParams& p, const Element* 
   }
 }
 
+/// \brief The prologue's copies of K and V, the same for both main kernels: keys j0 …
+/// j0 + kBlockN − 1 of k_head and v_head (the CTA's K/V head) into the K and V tiles at sK and
+/// sV, zeros past N_kv, by cp.async (committed by the caller, with the first Q tile's copies).
+template <class Traits>
+__device__ __forceinline__ void load_kv_async(const BwdParams& p,
+                                              const typename Traits::Element* k_head,
+                                              const typename Traits::Element* v_head, int j0,
+                                              uint32_t sK, uint32_t sV) {
+  constexpr int kBlockN = Traits::kBlockN;
+  load_tile_async<Traits, kBlockN>(sK, k_head + j0 * p.kv_row_stride, p.kv_row_stride, p.n_kv - j0);
+  load_tile_async<Traits, kBlockN>(sV, v_head + j0 * p.kv_row_stride, p.kv_row_stride, p.n_kv - j0);
+}
+
+/// \brief Causal, in the prologue of either main kernel: does the CTA's K or V tile hold an inf
+/// or a NaN? (Then the tiles on the diagonal take the exact path; see the top of this file.)
+/// Waits for the prologue's copies; the answer is the same in every thread, and every thread
+/// must call it (barriers). Without causal, or without visits, false and no barrier.
+template <class Traits, bool IsCausal>
+__device__ __forceinline__ bool kv_has_nonfinite(int visits, uint32_t sK) {
+  static_assert(Traits::kOffV == Traits::kOffK + Traits::kKVBytes,
+                "the V tile right after the K tile: one look at 2 · kKVBytes covers both");
+  bool kv_nonfinite = false;
+  if (IsCausal && visits > 0) {
+    cp_async_wait<0>();
+    __syncthreads();
+    kv_nonfinite = __syncthreads_or(tile_has_nonfinite<Traits>(sK, 2 * Traits::kKVBytes)) != 0;
+  }
+  return kv_nonfinite;
+}
+
+/// \brief The last step of both main kernels: rows row0 … row0 + kRows − 1 of the CTA's K and V
+/// tiles, which by then hold dK (scaled) and dV in 16 bits, to dK and dV in device memory (key
+/// j0 + row of the (batch, K/V head) at kv_off; rows past N_kv left out), 16 bytes per store.
+/// The calling threads share the kRows · kChunksPerRow chunks: this one stores chunks first,
+/// first + step, … (the 1-D kernel: a warp its own 16 rows; the 2-D kernel: the CTA all rows).
+template <class Traits, int kRows>
+__device__ __forceinline__ void store_dk_dv(const BwdParams& p, int kv_off, int j0, int row0,
+                                            int first, int step, uint32_t sK, uint32_t sV) {
+  using Element = typename Traits::Element;
+  Element* dk = static_cast<Element*>(p.dk) + kv_off;
+  Element* dv = static_cast<Element*>(p.dv) + kv_off;
+  constexpr int kChunksPerRow = Traits::kChunksPerRow;
+  for (int c = first; c < kRows * kChunksPerRow; c += step) {
+    const int row = row0 + c / kChunksPerRow, chunk = c % kChunksPerRow;
+    const int j = j0 + row;
+    if (j >= p.n_kv) break;  // c only grows, and so does the row
+    const int off = j * p.kv_row_stride + chunk * 8;
+    st_global_v4(dk + off, ld_shared_v4(sK + Traits::swizzle(row, chunk)));
+    st_global_v4(dv + off, ld_shared_v4(sV + Traits::swizzle(row, chunk)));
+  }
+}
+
 /// \brief Writes a warp's 16 × kBlockM A fragments (Pᵀ or dSᵀ: keys 16·warp … +15 as rows,
 /// the Q tile's rows as columns) into the [kBlockN][kBlockM + 8] tile at s_ds.
 template <class Traits>
@@ -146,11 +198,15 @@ __device__ __forceinline__ void store_transposed(uint32_t s_ds,
 }
 
 /// \brief The exact path's dQ_acc += dS K for one Q tile, pair by pair: row r sees a prefix of
-/// the keys (mask.cuh). Not inlined: it runs while the caller holds dK and dV in registers,
-/// and on its own it needs few.
-template <class Traits, bool IsCausal>
-__device__ __noinline__ void exact_dq(const BwdParams& p, const unsigned char* smem, int ds_offset,
-                                      float* dq_rows, int i0, int j0) {
+/// the keys (mask.cuh). The 16-bit dS tile is at byte ds_offset of shared memory, in either
+/// kernel's layout: ds_index(r, key) is the index of the element of row r of the Q tile and key
+/// `key` (the 1-D kernel's dSᵀ tile holds the keys as rows, the 2-D kernel's dS tile the Q
+/// tile's rows). Each kernel calls it through a function of its own that is not inlined:
+/// exact_dq below, with the offset of the dSᵀ buffer in use, and flash_bwd_2d.cuh's exact_dq_2d.
+template <class Traits, bool IsCausal, class DsIndex>
+__device__ __forceinline__ void exact_dq_tile(const BwdParams& p, const unsigned char* smem,
+                                              int ds_offset, DsIndex ds_index, float* dq_rows,
+                                              int i0, int j0) {
   using Element = typename Traits::Element;
   constexpr int kHeadDim = Traits::kHeadDim;
   const Element* ds = reinterpret_cast<const Element*>(smem + ds_offset);
@@ -162,7 +218,7 @@ __device__ __noinline__ void exact_dq(const BwdParams& p, const unsigned char* s
     float sum = 0.f;
     for (int key = 0; key < Traits::kBlockN && key < limit; ++key)
       sum = fmaf(
-          static_cast<float>(ds[key * (Traits::kDsRowBytes / 2) + r]),
+          static_cast<float>(ds[ds_index(r, key)]),
           static_cast<float>(*reinterpret_cast<const Element*>(k_tile + Traits::element(key, c))),
           sum);
     float* at = dq_rows + r * kHeadDim + c;
@@ -171,6 +227,17 @@ __device__ __noinline__ void exact_dq(const BwdParams& p, const unsigned char* s
     else
       atomicAdd(at, sum);
   }
+}
+
+/// \brief exact_dq_tile on this file's kernel's dSᵀ tile at ds_offset ([kBlockN][kBlockM + 8]:
+/// keys as rows). Not inlined: it runs while the caller holds dK and dV in registers, and on
+/// its own it needs few. (flash_bwd_2d.cuh's kernel calls exact_dq_2d, the same on its dS tile.)
+template <class Traits, bool IsCausal>
+__device__ __noinline__ void exact_dq(const BwdParams& p, const unsigned char* smem, int ds_offset,
+                                      float* dq_rows, int i0, int j0) {
+  exact_dq_tile<Traits, IsCausal>(
+      p, smem, ds_offset, [](int r, int key) { return key * (Traits::kDsRowBytes / 2) + r; },
+      dq_rows, i0, j0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -319,22 +386,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
 
   // Prologue: K, V and the first Q tile in one group.
   if (visits > 0) {
-    load_tile_async<Traits, kBlockN>(sK, k_head + j0 * p.kv_row_stride, p.kv_row_stride,
-                                     p.n_kv - j0);
-    load_tile_async<Traits, kBlockN>(sV, v_head + j0 * p.kv_row_stride, p.kv_row_stride,
-                                     p.n_kv - j0);
+    load_kv_async<Traits>(p, k_head, v_head, j0, sK, sV);
     load_q_async(0, 0);
   }
   cp_async_commit();
 
-  // Causal: does K or V hold an inf or a NaN? (Then the tiles on the diagonal take the exact
-  // path; see the top of this file.)
-  bool kv_nonfinite = false;
-  if (IsCausal && visits > 0) {
-    cp_async_wait<0>();
-    __syncthreads();
-    kv_nonfinite = __syncthreads_or(tile_has_nonfinite<Traits>(sK, 2 * Traits::kKVBytes)) != 0;
-  }
+  // Causal: does K or V hold an inf or a NaN? (Then the diagonal's tiles take the exact path.)
+  const bool kv_nonfinite = kv_has_nonfinite<Traits, IsCausal>(visits, sK);
   // kOneBarrier: the first tile is waited for here, the second one's copies are issued, and
   // from then on each tile's barrier also publishes the next tile (see the loop).
   if (Traits::kOneBarrier && visits > 0) {
@@ -708,17 +766,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
     }
   }
   __syncwarp();  // the warp reads back only its own rows
-  Element* dk = static_cast<Element*>(p.dk) + kv_off;
-  Element* dv = static_cast<Element*>(p.dv) + kv_off;
-  constexpr int kChunksPerRow = Traits::kChunksPerRow;
-  for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
-    const int row = 16 * warp + c / kChunksPerRow, chunk = c % kChunksPerRow;
-    const int j = j0 + row;
-    if (j >= p.n_kv) break;  // c only grows, and so does the row
-    const int off = j * p.kv_row_stride + chunk * 8;
-    st_global_v4(dk + off, ld_shared_v4(sK + Traits::swizzle(row, chunk)));
-    st_global_v4(dv + off, ld_shared_v4(sV + Traits::swizzle(row, chunk)));
-  }
+  store_dk_dv<Traits, 16>(p, kv_off, j0, 16 * warp, lane, 32, sK, sV);
 }
 
 /// \brief The main kernel of BwdTraits `Traits` (its WarpLayout); flash_bwd_2d.cuh gives the
