@@ -148,7 +148,7 @@ BENCH_BACKWARD = [
 ]
 
 # The decoding benchmark: its options, and the problems they make (each refusal names the
-# option, its value and the limit; a shape past the 32-bit index limit is not timed, said on
+# option, its value and the limit; a shape past the decoding cache limit is not timed, said on
 # a "not timed:" line, and the rest of the grid runs).
 BENCH_DECODE = [
     ("--batches 0", r"--batches: Value 0 not in range " + INT),

@@ -56,15 +56,22 @@ struct DecodeDevice : DecodeBuffers {
 /// \param step the decoding step \param c the case \param forced_splits 0 or the split count
 /// \param phases the whole step, or its attention alone (over c.before as it is)
 /// \return what came back
+/// \brief The workspace `step` needs for `p` in `splits` splits, poisoned with NaN (0xFF bytes),
+/// or an empty buffer when the step needs none.
+inline DeviceBuffer poisoned_workspace(const DecodeStepInfo& step, const DecodeProblem& p,
+                                       int splits) {
+  const std::size_t ws_bytes = step.workspace_bytes ? step.workspace_bytes(p, splits) : 0;
+  DeviceBuffer ws(ws_bytes);
+  if (ws_bytes > 0) CUDA_CHECK(cudaMemset(ws.get(), 0xFF, ws_bytes));
+  return ws;
+}
+
 inline DecodeRun run_case(const DecodeStepInfo& step, const DecodeCase& c, int forced_splits = 0,
                           DecodePhases phases = DecodePhases::AppendAndAttend) {
   DecodeDevice dev(c);
   DecodeRun r;
   r.num_splits = decode_splits(step, c.p, forced_splits);
-  const std::size_t ws_bytes =
-      step.workspace_bytes ? step.workspace_bytes(c.p, r.num_splits > 0 ? r.num_splits : 1) : 0;
-  DeviceBuffer ws(ws_bytes);
-  if (ws_bytes > 0) CUDA_CHECK(cudaMemset(ws.get(), 0xFF, ws_bytes));
+  const DeviceBuffer ws = poisoned_workspace(step, c.p, r.num_splits > 0 ? r.num_splits : 1);
   run_decode(step, c.p, dev.tensors(), r.num_splits, ws.get(), nullptr, phases);
   dev.download(c.p, &r);
   return r;
@@ -112,9 +119,7 @@ inline DecodeRun run_far_case(const DecodeStepInfo& step, const DecodeCase& c,
   dev.poison();
   DecodeRun r;
   r.num_splits = decode_splits(step, far, forced_splits);
-  const std::size_t ws_bytes = step.workspace_bytes ? step.workspace_bytes(far, r.num_splits) : 0;
-  DeviceBuffer ws(ws_bytes);
-  if (ws_bytes > 0) CUDA_CHECK(cudaMemset(ws.get(), 0xFF, ws_bytes));
+  const DeviceBuffer ws = poisoned_workspace(step, far, r.num_splits);
   run_decode(step, far, dev.tensors(), r.num_splits, ws.get());
   CUDA_CHECK(cudaDeviceSynchronize());
   r.o.resize(p.q_elems());
