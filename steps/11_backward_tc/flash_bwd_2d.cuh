@@ -3,8 +3,9 @@
 // switches of bin/variants_11's row "fa2ufz" at d = 128, and FlashAttention-2's d = 64 layouts
 // with the same switches, row "fa2d64", at d = 64: the fastest it measured) wherever a block
 // may have its 163 KB (d = 128) or 166 KB (d = 64) of shared memory. bin/variants_11 also runs
-// it with the other switches of Bwd2dTraits (rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc") and
-// other layouts at d = 64 (rows "fa2d64s2", "fa2d64m64").
+// it with the other switches of Bwd2dTraits (rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc"; the
+// dQ product's: "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2d64r", "fa2d64u") and other layouts at
+// d = 64 (rows "fa2d64s2", "fa2d64m64").
 //
 // The kernel chapter 11 builds (flash_bwd_kernel.cuh; the step's fallback on a device with
 // less shared memory per block) gives each of its 8 warps 16 keys and computes
@@ -126,10 +127,19 @@ namespace fa::step11 {
 ///   kSWarpsM     warps along S's and dP's rows (AtomLayoutMSdP); along their keys the rest
 ///   kKvWarpsM    warps along dK's and dV's keys (AtomLayoutNdKV); along their dims the rest
 ///   kQWarpsM     warps along dQ's rows (AtomLayoutMdQ); along its dims the rest
+/// and two more switches of the dQ product, off by default (their defaults, false and 2, are
+/// given by the declaration in kernel_traits.cuh, which BwdConfig names before this file is
+/// read):
+///   kDqRed       each dQ pair added by inline PTX red.global.add.v2.f32 (no result) instead
+///                of atomicAdd on a float2, which nvcc writes as atom.global.add.v2.f32 with
+///                two result registers that nothing reads (ptxas for sm_90 makes both REDG)
+///   kDqUnroll    the k loop of dQ (kBlockN / 16 = 8 steps) unrolled by 2 (a loop of 4 trips
+///                with a back-edge) or by kBlockN / 16 (no loop); fully unrolled, its first
+///                step's mmas take C = 0, as kSUnroll's, so the accumulators are not zeroed
 template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_ = false,
           int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false,
           bool kFastExp2_ = false, int kBlockM_ = 64, int kSWarpsM_ = 2, int kKvWarpsM_ = 4,
-          int kQWarpsM_ = 2>
+          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_>
 struct Bwd2dTraits {
   using Element = Element_;
   using WarpLayout = WarpLayout2d;            // launched as flash_bwd_2d_kernel
@@ -140,6 +150,8 @@ struct Bwd2dTraits {
   static constexpr bool kDetCompiled = kDetCompiled_;
   static constexpr bool kTileCounter = kTileCounter_;
   static constexpr bool kFastExp2 = kFastExp2_;
+  static constexpr bool kDqRed = kDqRed_;
+  static constexpr int kDqUnroll = kDqUnroll_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;  // query rows per Q tile
   static constexpr int kBlockN = 128;       // keys per CTA
@@ -172,6 +184,7 @@ struct Bwd2dTraits {
   static constexpr int kQDims = kHeadDim / kQWarpsN;
   static constexpr int kQMt = kQRows / 16, kQNt = kQDims / 8;
   static constexpr int kKStepsQ = kBlockN / 16;
+  static_assert(kDqUnroll == 2 || kDqUnroll == kKStepsQ, "dQ's k loop by 2 or every step");
 
   // Shared memory: K, V, Q, dO swizzled [rows][kHeadDim] as in the step; P and dS
   // [kBlockM][kBlockN + 8] Elements (rows 272 bytes apart: 8 rows fall in 8 different 16-byte
@@ -559,14 +572,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       // ---- dQ_acc += dS K: the warp's kQRows rows × kQDims dims ----------------------------
       auto dq = [&]() {
         float acc_dq[kQMt][kQNt][4];
-#pragma unroll
-        for (int mt = 0; mt < kQMt; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < kQNt; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc_dq[mt][nt][e] = 0.f;
-#pragma unroll 2
-        for (int kk = 0; kk < Traits::kKStepsQ; ++kk) {  // 16 keys per step
+        // One k16 step (16 keys): kQMt + kQNt / 2 ldmatrix.x4 and 2 · kQMt · (kQNt / 2) mmas
+        // (d = 128: 4 and 8). kZeroC: the first step, with C = 0, as in s_dp_step.
+        auto dq_step = [&](int kk, auto zero_c) {
+          constexpr bool kZeroC = decltype(zero_c)::value;
+          auto mma = [](float(&c)[4], const uint32_t(&a)[4], uint32_t b0, uint32_t b1) {
+            if constexpr (kZeroC)
+              mma_m16n8k16_zero_c<Element>(c, a, b0, b1);
+            else
+              mma_m16n8k16<Element>(c, a, b0, b1);
+          };
           uint32_t a[kQMt][4];
 #pragma unroll
           for (int mt = 0; mt < kQMt; ++mt)
@@ -577,13 +592,33 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
             ldmatrix_x4_trans(bk, sK + kk * 16 * kRowBytes + (bt_lane ^ (32 * (q_d / 16 + dp2))));
 #pragma unroll
             for (int mt = 0; mt < kQMt; ++mt) {
-              mma_m16n8k16<Element>(acc_dq[mt][2 * dp2], a[mt], bk[0], bk[1]);
-              mma_m16n8k16<Element>(acc_dq[mt][2 * dp2 + 1], a[mt], bk[2], bk[3]);
+              mma(acc_dq[mt][2 * dp2], a[mt], bk[0], bk[1]);
+              mma(acc_dq[mt][2 * dp2 + 1], a[mt], bk[2], bk[3]);
             }
           }
+        };
+        if constexpr (Traits::kDqUnroll == Traits::kKStepsQ) {
+          // kDqUnroll: the kKStepsQ steps (8) unrolled: no counter, compare or back-edge, each
+          // step's ldmatrix addresses constants apart, and no zeroing of the 32 accumulators.
+          dq_step(0, std::true_type{});
+#pragma unroll
+          for (int kk = 1; kk < Traits::kKStepsQ; ++kk) dq_step(kk, std::false_type{});
+        } else {
+#pragma unroll
+          for (int mt = 0; mt < kQMt; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kQNt; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc_dq[mt][nt][e] = 0.f;
+#pragma unroll 2
+          for (int kk = 0; kk < Traits::kKStepsQ; ++kk)  // 16 keys per step
+            dq_step(kk, std::false_type{});
         }
-        // Two neighbouring floats per atomic (red.global.add.v2.f32, sm_90), as the step's p2;
-        // deterministic: plain stores into this CTA's slab.
+        // Two neighbouring floats per atomic (sm_90), as the step's p2; deterministic: plain
+        // stores into this CTA's slab. atomicAdd on a float2 is written by nvcc as
+        // atom.global.add.v2.f32 with two result registers, which nothing reads: ptxas (sm_90)
+        // emits a REDG for it, as for kDqRed's red.global.add.v2.f32 (no result): 16 per warp
+        // and Q tile at either d, nothing returned from the L2.
 #pragma unroll
         for (int mt = 0; mt < kQMt; ++mt)
 #pragma unroll
@@ -598,7 +633,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                 *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
               } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));
+                if constexpr (Traits::kDqRed)
+                  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(at), "f"(v0), "f"(v1)
+                               : "memory");
+                else
+                  atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));
 #else
                 atomicAdd(at, v0);
                 atomicAdd(at + 1, v1);

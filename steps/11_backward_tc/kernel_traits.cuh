@@ -332,10 +332,13 @@ struct BwdTraits {
 };
 
 /// \brief The kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh,
-/// which defines it and gives the defaults): declared here so that BwdConfig can name it.
+/// which defines it and gives the defaults of the first twelve parameters): declared here so
+/// that BwdConfig can name it. The last two (kDqRed, kDqUnroll: switches of the dQ product,
+/// flash_bwd_2d.cuh) take their defaults here, so that BwdConfig's twelve arguments name the
+/// configuration they named before the two were added.
 template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kSUnroll_,
           bool kDetCompiled_, bool kTileCounter_, bool kFastExp2_, int kBlockM_, int kSWarpsM_,
-          int kKvWarpsM_, int kQWarpsM_>
+          int kKvWarpsM_, int kQWarpsM_, bool kDqRed_ = false, int kDqUnroll_ = 2>
 struct Bwd2dTraits;
 
 /// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11
@@ -373,9 +376,9 @@ struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 
 };
 template <class Element>
 struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 163 KB smem
-  // Every argument given (the defaults are flash_bwd_2d.cuh's): fa2ufz, FlashAttention-2's
-  // d = 128 layouts (64 rows; S, dP 2 warps along the rows, dK, dV 4 along the keys, dQ 2
-  // along the rows).
+  // Every argument given but the last two, kDqRed and kDqUnroll (off; the other defaults
+  // are flash_bwd_2d.cuh's): fa2ufz, FlashAttention-2's d = 128 layouts (64 rows; S, dP 2
+  // warps along the rows, dK, dV 4 along the keys, dQ 2 along the rows).
   using Traits =
       std::conditional_t<kTunedBwd,
                          Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64, 2, 4, 2>,

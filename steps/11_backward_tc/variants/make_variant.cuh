@@ -77,11 +77,13 @@ Variant make_variant_2d(std::string name, std::string change) {
              grid(T::kSWarpsM, T::kSWarpsN) + "; dK, dV " + grid(T::kKvWarpsM, T::kKvWarpsN) +
              "; dQ " + grid(T::kQWarpsM, T::kQWarpsN) +
              "), P and dS in shared memory, 1 CTA/SM, 2 barriers/tile, dQ v2 atomics" +
+             (T::kDqRed ? " (inline red)" : "") +
              (T::kDqFirst ? " before dK, dV" : " after dK, dV") + ", tiles in order" +
              (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
              (T::kSUnroll == T::kKStepsS ? ", S/dP k loop unrolled"
               : T::kSUnroll > 1 ? ", S/dP k loop unrolled by " + std::to_string(T::kSUnroll)
                                 : std::string()) +
+             (T::kDqUnroll == T::kKStepsQ ? ", dQ k loop unrolled" : "") +
              (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
              (T::kTileCounter ? ", tile counters" : "") +
              (T::kFastExp2 ? ", exp2 flushing subnormals" : "");

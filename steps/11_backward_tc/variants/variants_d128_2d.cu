@@ -1,7 +1,8 @@
-// variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc" and "fa2uf" of step
-// 11's backward table (bin/variants_11): the kernel with FlashAttention-2's two-dimensional
-// warp layouts (flash_bwd_2d.cuh, the step's at d = 128 in fa2uf's switches) and its switches,
-// bf16, d = 128, described as a Variant by make_variant.cuh's make_variant_2d.
+// variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc", "fa2uf", "fa2ufz",
+// "fa2ufzr", "fa2ufzu" and "fa2ufzru" of step 11's backward table (bin/variants_11): the
+// kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh, the step's at
+// d = 128 in fa2ufz's switches) and its switches, bf16, d = 128, described as a Variant by
+// make_variant.cuh's make_variant_2d.
 #include <cuda_bf16.h>
 
 #include <string>
@@ -109,6 +110,63 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // instructions shorter (2,216 → 2,024 non-causal).
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true>>(
       "fa2ufz", "fa2uf with P's exp2 flushing subnormals (ex2.approx.ftz)"));
+  // Bwd2dTraits<…, kQWarpsM, kDqRed, kDqUnroll> (the last two false and 2 by default)
+  //
+  // The rows below test two readings of Nsight Compute at N = 16384 (docs/results/
+  // h200-ncu-backward-16k.txt): fa2ufz executes 6% fewer instructions than FlashAttention-2's
+  // backward but takes 10% more cycles (IPC 0.89 against 1.04), with 71.6 M branches against
+  // 12.7 M (~17 per warp and Q tile against ~3) and the L2 at 39% of its peak against 26%.
+  // Counts below from the code and from ptxas's output (sm_90, CUDA 13.0; opcodes read from
+  // the cubin's code sections).
+  //
+  // fa2ufzr: fa2ufz with each dQ pair added by inline PTX red.global.add.v2.f32 (kDqRed)
+  // instead of atomicAdd on a float2, which nvcc writes as atom.global.add.v2.f32 with two
+  // result registers: were it a returning atomic, each of a warp's 16 per Q tile would bring
+  // 256 bytes back from the L2 (4 KB per warp and tile, as much as it sends). It is not: ptxas
+  // compiles the unused-result atom to the REDG it makes of the inline red (the same opcode in
+  // a one-line kernel; fa2's profile, docs/results/h200-ncu-backward-fa2.txt, counts 16 REDG
+  // per warp tile and no ATOMG), and this row's code is fa2ufz's byte for byte in three of
+  // the four main kernels (non-causal in both modes, causal deterministic); the causal
+  // non-deterministic one has the same 3,592 instructions (one opcode apart) in another
+  // order. Registers as fa2ufz's: 253 non-causal, 254 causal, no spill. The same 4 KB per
+  // warp and tile to the L2 either way, nothing back. Predicted against fa2ufz: 0.99–1.01×
+  // at N = 4096 and 16384, non-causal and causal. Outside that range non-causal: the spread
+  // between two rows of the same code (the table's resolution); causal: the other schedule.
+  // Neither would be return traffic, which neither form has.
+  out.push_back(
+      make_variant_2d<
+          Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true, 64, 2, 4, 2, true>>(
+          "fa2ufzr", "fa2ufz with dQ added by red.global.add.v2.f32 (inline PTX)"));
+  // fa2ufzu: fa2ufz with dQ's k loop (kBlockN / 16 = 8 steps) fully unrolled (kDqUnroll),
+  // its first step's 16 mmas taking C = 0 as kSUnroll's do. fa2ufz runs it as a loop
+  // unrolled by 2: 16 CS2R zeroing the 32 accumulators, then 4 trips of 33 instructions
+  // (16 HMMA, 8 LDSM, 7 for the counter, the compare and the ldmatrix addresses, a NOP, the
+  // back-edge): ~150 per warp and Q tile. Unrolled, the 64 HMMA and 32 LDSM with their
+  // addresses constants apart and nothing else: ~55 fewer (~6% of fa2ufz's ~960), 4 of them
+  // branches (of the ~17 per warp and tile counted), and the later steps' ldmatrix free to
+  // issue ahead of the earlier steps' mmas. The code grows 2,024 → 2,064 instructions
+  // non-causal. Registers 252 non-causal (fa2ufz 253), 255 causal, no spill in the timed
+  // (non-deterministic) kernels; the causal deterministic one, run only by the check, spills
+  // 8 bytes (255 registers). Past rows removing as many instructions elsewhere: fa2uf (~85
+  // fewer in S and dP) ran 1.004–1.008× fa2mc, fa2ufz (96 fewer in P) 1.01–1.02× fa2uf
+  // (docs/results/h200-variants-11-c6aff73.md, N = 1024 to 16384). Predicted against
+  // fa2ufz: 1.00–1.02× at N = 4096 and 16384, non-causal and causal. Below 0.99×: the longer code
+  // or ptxas's new schedule costs more than the instructions save; above 1.03×: the dQ phase was
+  // bound by the loop's latency (each pair of steps' ldmatrix waited for before its mmas), not by
+  // its instruction count.
+  out.push_back(
+      make_variant_2d<
+          Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true, 64, 2, 4, 2, false, 8>>(
+          "fa2ufzu", "fa2ufz with the dQ k loop fully unrolled, its first mmas taking C = 0"));
+  // fa2ufzru: fa2ufzr and fa2ufzu together. kDqRed changes nothing in three of the four
+  // kernels (the code fa2ufzu's byte for byte); the causal non-deterministic one is
+  // scheduled otherwise (3,640 instructions against fa2ufzu's 3,648). Registers and spills
+  // as fa2ufzu's (252 non-causal, 255 causal; 8 bytes in the causal deterministic kernel
+  // only). Predicted: fa2ufzu's time within ±1%, so 1.00–1.02× fa2ufz.
+  out.push_back(
+      make_variant_2d<
+          Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true, 64, 2, 4, 2, true, 8>>(
+          "fa2ufzru", "fa2ufzr and fa2ufzu together"));
 }
 
 }  // namespace fa::step11
