@@ -136,10 +136,19 @@ namespace fa::step11 {
 ///   kDqUnroll    the k loop of dQ (kBlockN / 16 = 8 steps) unrolled by 2 (a loop of 4 trips
 ///                with a back-edge) or by kBlockN / 16 (no loop); fully unrolled, its first
 ///                step's mmas take C = 0, as kSUnroll's, so the accumulators are not zeroed
+///   kDqBulk      dQ added by the copy engine (sm_90), as the step's kDqBulk: each warp stores
+///                its kQRows (32) rows × kQDims dims of dQ (fp32) into a shared-memory area of
+///                its own (rows padded by 16 bytes: the stores conflict-free), and lane r adds
+///                row r with one cp.reduce.async.bulk .add.f32 (kQDims · 4 bytes, 128; rows
+///                past N_q not added). No register waits for a reduction to read it (a REDG's
+///                registers stay held until the L1 has sent all 8 of its rows' requests), and
+///                the L2 sees one request of 4 sectors per row instead of 4 of one sector.
+///                +36 KB of shared memory. The deterministic mode, and a GPU before sm_90,
+///                keep the stores or REDGs above
 template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_ = false,
           int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false,
           bool kFastExp2_ = false, int kBlockM_ = 64, int kSWarpsM_ = 2, int kKvWarpsM_ = 4,
-          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_>
+          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_, bool kDqBulk_>
 struct Bwd2dTraits {
   using Element = Element_;
   using WarpLayout = WarpLayout2d;            // launched as flash_bwd_2d_kernel
@@ -152,6 +161,7 @@ struct Bwd2dTraits {
   static constexpr bool kFastExp2 = kFastExp2_;
   static constexpr bool kDqRed = kDqRed_;
   static constexpr int kDqUnroll = kDqUnroll_;
+  static constexpr bool kDqBulk = kDqBulk_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;  // query rows per Q tile
   static constexpr int kBlockN = 128;       // keys per CTA
@@ -204,7 +214,12 @@ struct Bwd2dTraits {
   static constexpr int kOffDs = kOffP + kPBytes;            // [kBlockM][kBlockN + 8]
   static constexpr int kOffL = kOffDs + kPBytes;            // [kStages][kBlockM] fp32
   static constexpr int kOffD = kOffL + kStages * kRowVecBytes;
-  static constexpr int kSmemBytes = kOffD + kStages * kRowVecBytes;
+  // kDqBulk: [kNumWarps][kQRows][kQDims + 4] fp32, each warp's part of the dQ tile (rows
+  // 16-byte aligned, as the bulk reduction's source must be, and 16 bytes apart modulo 128)
+  static constexpr int kDqRowBytes = (kQDims + 4) * 4;
+  static constexpr int kDqWarpBytes = kQRows * kDqRowBytes;
+  static constexpr int kOffDq = kOffD + kStages * kRowVecBytes;
+  static constexpr int kSmemBytes = kOffDq + (kDqBulk ? kNumWarps * kDqWarpBytes : 0);
 
   static_assert(sizeof(Element) == 2, "16-bit elements only");
   static_assert(kHeadDim == 64 || kHeadDim == 128,
@@ -228,6 +243,9 @@ struct Bwd2dTraits {
                 "copy passes of whole swizzle periods");
   static_assert(kBlockM % (kNumThreads / kChunksPerRow) == 0, "Q tiles copy in whole passes");
   static_assert(kBlockM <= kNumThreads, "one thread per row copies L and D");
+  static_assert(!kDqBulk || (kQRows == 32 && kOffDq % 16 == 0 && (kDqRowBytes / 4) % 32 == 4),
+                "kDqBulk: one row per lane, 16-byte aligned rows 16 bytes apart modulo 128 (a "
+                "warp's 8 rows × 32 bytes of one store in distinct banks)");
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have (sm_90)");
 
   /// \brief Byte offset of chunk `chunk` of row `row` of a K, V, Q or dO tile (the step's).
@@ -310,6 +328,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // per Q tile to both: an STG predicated on the mode, issued with its predicate off when the
   // mode is off, then a predicated branch around the REDG.
   auto deterministic = [&] { return Traits::kDetCompiled ? Deterministic : p.deterministic; };
+  // kDqBulk: dQ added by bulk reductions from shared memory (sm_90 only; before it, and in the
+  // deterministic mode, the stores or REDGs of the other switches).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kBulk = Traits::kDqBulk;
+#else
+  constexpr bool kBulk = false;
+#endif
 
   // The Q tiles this CTA visits: for each query head of the group, the tiles from the one
   // holding the first row that sees key j0 to the last (the step's order, no stagger).
@@ -614,37 +639,65 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           for (int kk = 0; kk < Traits::kKStepsQ; ++kk)  // 16 keys per step
             dq_step(kk, std::false_type{});
         }
-        // Two neighbouring floats per atomic (sm_90), as the step's p2; deterministic: plain
-        // stores into this CTA's slab. atomicAdd on a float2 is written by nvcc as
-        // atom.global.add.v2.f32 with two result registers, which nothing reads: ptxas (sm_90)
-        // emits a REDG for it, as for kDqRed's red.global.add.v2.f32 (no result): 16 per warp
-        // and Q tile at either d, nothing returned from the L2.
+        if (kBulk && !deterministic()) {
+          // kDqBulk: the warp's kQRows rows × kQDims dims into its own staging area; lane r
+          // then adds row r with one bulk reduction. Before the stores, each lane waits until
+          // its reduction of the last tile has read the area.
+          const uint32_t s_dq = s0 + Traits::kOffDq + warp * Traits::kDqWarpBytes;
+          bulk_wait_read<0>();
+          __syncwarp();
 #pragma unroll
-        for (int mt = 0; mt < kQMt; ++mt)
+          for (int mt = 0; mt < kQMt; ++mt)
 #pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int row = q_m + 16 * mt + g + 8 * hh;
-            if (i0 + row >= p.n_q) continue;
+            for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-            for (int nt = 0; nt < kQNt; ++nt) {
-              float* at = dq_rows + row * kHeadDim + q_d + 8 * nt + 2 * t;
-              const float v0 = acc_dq[mt][nt][2 * hh], v1 = acc_dq[mt][nt][2 * hh + 1];
-              if (deterministic()) {
-                *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
-              } else {
+              for (int nt = 0; nt < kQNt; ++nt)
+                st_shared_f32x2(
+                    s_dq + (16 * mt + g + 8 * hh) * Traits::kDqRowBytes + 4 * (8 * nt + 2 * t),
+                    acc_dq[mt][nt][2 * hh], acc_dq[mt][nt][2 * hh + 1]);
+          fence_proxy_async_shared();  // this lane's stores, before the engine reads them
+          __syncwarp();
+          // Row q_m + lane: 16-byte aligned at both ends (dq_acc's rows are kHeadDim floats,
+          // q_d a multiple of 32). Rows past N_q are not added.
+          if (i0 + q_m + lane < p.n_q) {
+            bulk_reduce_add_f32(dq_rows + (q_m + lane) * kHeadDim + q_d,
+                                s_dq + lane * Traits::kDqRowBytes, Traits::kQDims * 4);
+            bulk_commit();
+          }
+        } else {
+          // Two neighbouring floats per atomic (sm_90), as the step's p2; deterministic: plain
+          // stores into this CTA's slab. atomicAdd on a float2 is written by nvcc as
+          // atom.global.add.v2.f32 with two result registers, which nothing reads: ptxas (sm_90)
+          // emits a REDG for it, as for kDqRed's red.global.add.v2.f32 (no result): 16 per warp
+          // and Q tile at either d, nothing returned from the L2.
+#pragma unroll
+          for (int mt = 0; mt < kQMt; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int row = q_m + 16 * mt + g + 8 * hh;
+              if (i0 + row >= p.n_q) continue;
+#pragma unroll
+              for (int nt = 0; nt < kQNt; ++nt) {
+                float* at = dq_rows + row * kHeadDim + q_d + 8 * nt + 2 * t;
+                const float v0 = acc_dq[mt][nt][2 * hh], v1 = acc_dq[mt][nt][2 * hh + 1];
+                if (deterministic()) {
+                  *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+                } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                if constexpr (Traits::kDqRed)
-                  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(at), "f"(v0), "f"(v1)
-                               : "memory");
-                else
-                  atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));
+                  if constexpr (Traits::kDqRed)
+                    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(at), "f"(v0),
+                                 "f"(v1)
+                                 : "memory");
+                  else
+                    atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));
 #else
-                atomicAdd(at, v0);
-                atomicAdd(at + 1, v1);
+                  atomicAdd(at, v0);
+                  atomicAdd(at + 1, v1);
 #endif
+                }
               }
             }
-          }
+        }
       };
       if constexpr (Traits::kDqFirst) {
         dq();
@@ -686,6 +739,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       exact_dq_2d<Traits, IsCausal>(p, smem, dq_rows, i0, j0);
     }
   }
+
+  // kDqBulk: the CTA's shared memory must outlive the reductions that read it.
+  if (kBulk) bulk_wait<0>();
 
   // ---- dK = scale · dK, dV: through shared memory (the K and V tiles, once every warp is
   // done reading them), then 16-byte stores of whole rows ------------------------------------

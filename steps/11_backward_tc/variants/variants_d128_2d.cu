@@ -1,8 +1,8 @@
 // variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc", "fa2uf", "fa2ufz",
-// "fa2ufzr", "fa2ufzu" and "fa2ufzru" of step 11's backward table (bin/variants_11): the
-// kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh, the step's at
-// d = 128 in fa2ufz's switches) and its switches, bf16, d = 128, described as a Variant by
-// make_variant.cuh's make_variant_2d.
+// "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb" and "fa2ufzub" of step 11's backward table
+// (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp layouts
+// (flash_bwd_2d.cuh, the step's at d = 128 in fa2ufz's switches) and its switches, bf16, d = 128,
+// described as a Variant by make_variant.cuh's make_variant_2d.
 #include <cuda_bf16.h>
 
 #include <string>
@@ -167,6 +167,30 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
       make_variant_2d<
           Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true, 64, 2, 4, 2, true, 8>>(
           "fa2ufzru", "fa2ufzr and fa2ufzu together"));
+  // fa2ufzb: fa2ufz with dQ added by bulk reductions from shared memory (kDqBulk). Measured
+  // first (ncu, N = 16384, docs/results/h200-ncu-backward-16k-1c60542.txt): of fa2ufz's warp
+  // stall samples, 10.5% sit on three IMADs that rewrite the address registers of the REDG
+  // batches before them (long scoreboard: a REDG's registers stay held until the L1 has sent
+  // its requests, and each REDG of a warp covers 8 rows × 32 bytes, 8 requests of one
+  // sector: 537 M requests to the L2 against FlashAttention-2's 134 M for the same sectors),
+  // and 5.8% on the barrier at the top of the next tile, where the other warps wait for
+  // those. With kDqBulk a warp's dQ goes to its own 36 KB / 8 staging area (16 conflict-free
+  // STS.64 per lane, as many instructions as the REDGs), and lane r sends row r (128 bytes,
+  // one L2 request of 4 sectors) by one bulk reduction: no register waits on the L1, a
+  // quarter of the requests. Shared memory 163 → 199 KB (one CTA per SM either way).
+  // Predicted against fa2ufz: 1.02–1.06× at N = 4096 and 16384 non-causal, 1.01–1.05×
+  // causal. Below 1.0×: the staging stores and the wait for the last tile's reduction to read
+  // its area cost more than the REDGs' waits (the step's 1-D kernel found its kDqBulk level
+  // at d = 128 and slower at d = 64, but its profile was not the REDGs').
+  out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
+                                            64, 2, 4, 2, false, 2, true>>(
+      "fa2ufzb", "fa2ufz with dQ added by bulk reductions from shared memory (sm_90)"));
+  // fa2ufzub: fa2ufzu (dQ's k loop unrolled) with kDqBulk. Predicted against fa2ufzu: as
+  // fa2ufzb against fa2ufz (1.02–1.06× non-causal, 1.01–1.05× causal), the two changes
+  // touching different parts of the dQ phase (its loop, its reductions).
+  out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
+                                            64, 2, 4, 2, false, 8, true>>(
+      "fa2ufzub", "fa2ufzu with dQ added by bulk reductions from shared memory (sm_90)"));
 }
 
 }  // namespace fa::step11

@@ -1,11 +1,12 @@
-// variants_d64_2d.cu — the rows "fa2d64", "fa2d64s2", "fa2d64m64", "fa2d64r" and "fa2d64u" of
+// variants_d64_2d.cu — the rows "fa2d64", "fa2d64s2", "fa2d64m64", "fa2d64r", "fa2d64u",
+// "fa2d64b" and "fa2d64ub" of
 // step 11's backward table (bin/variants_11): the kernel with FlashAttention-2's
 // two-dimensional warp layouts (flash_bwd_2d.cuh) at d = 64, in the layouts FlashAttention-2
 // chooses for that head dim and the switches of fa2ufz (the step's at d = 128), bf16,
 // described as a Variant by make_variant.cuh's make_variant_2d. The first three were measured
 // against b1p2mcz, the step's kernel at d = 64 when they were written; fa2d64 won
 // (docs/results/, chapter 11) and is the step's at d = 64 now (BwdConfig<64>,
-// kernel_traits.cuh), b1p2mcz its fallback. The last two change fa2d64's dQ product and are
+// kernel_traits.cuh), b1p2mcz its fallback. The last four change fa2d64's dQ product and are
 // predicted against it.
 #include <cuda_bf16.h>
 
@@ -114,6 +115,20 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   out.push_back(
       make_variant_2d<Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 8>>(
           "fa2d64u", "fa2d64 with the dQ k loop fully unrolled, its first mmas taking C = 0"));
+  // fa2d64b: fa2d64 with dQ added by bulk reductions from shared memory (kDqBulk), as fa2ufzb
+  // at d = 128 (variants_d128_2d.cu has the profile behind it): each warp's 32 rows × 32 dims
+  // of dQ, the same per warp as at d = 128, staged in 36 KB in all (166 → 202 KB) and sent a
+  // row per lane. Per Q tile of 128 rows the REDGs are the same 16 per warp, over twice the
+  // work of S, dP, dK and dV, so their waits weigh less: predicted against fa2d64
+  // 1.01–1.04× at N = 4096 and 16384, non-causal and causal.
+  out.push_back(make_variant_2d<
+                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, true>>(
+      "fa2d64b", "fa2d64 with dQ added by bulk reductions from shared memory (sm_90)"));
+  // fa2d64ub: fa2d64u with kDqBulk. Predicted against fa2d64: 1.00–1.04× (fa2d64u's registers
+  // at 255 may cost what the unrolling saves, as predicted for it).
+  out.push_back(make_variant_2d<
+                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 8, true>>(
+      "fa2d64ub", "fa2d64u with dQ added by bulk reductions from shared memory (sm_90)"));
 }
 
 }  // namespace fa::step11
