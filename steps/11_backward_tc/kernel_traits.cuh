@@ -346,8 +346,8 @@ struct Bwd2dTraits;
 /// measured fastest (docs/results/h200-variants-11-*.md) — at both d the kernel with
 /// FlashAttention-2's 2-D warp layouts (flash_bwd_2d.cuh), its S/dP loop unrolled, no selects
 /// on the Q tiles that need no mask, the deterministic mode compiled per mode, the tiles
-/// counted and P's exp2 flushing subnormals (rows fa2ufz at d = 128, fa2d64 at d = 64, with
-/// 128-row tiles); where a block cannot have its shared memory, this file's kernel with one
+/// counted and P's exp2 flushing subnormals, and at d = 128 dQ's k loop unrolled (rows fa2ufzu
+/// at d = 128, fa2d64 at d = 64, with 128-row tiles); where a block cannot have its shared memory, this file's kernel with one
 /// barrier per Q tile, dQ's atomics in pairs and, at d = 64, the same switches (row b1p2mcz).
 /// false: the
 /// configuration chapter 11 builds first (64 × 128 at d = 64, 32 × 128 at d = 128, this kernel
@@ -377,13 +377,12 @@ struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 
 };
 template <class Element>
 struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 163 KB smem
-  // Every argument given but the last two, kDqRed and kDqUnroll (off; the other defaults
-  // are flash_bwd_2d.cuh's): fa2ufz, FlashAttention-2's d = 128 layouts (64 rows; S, dP 2
-  // warps along the rows, dK, dV 4 along the keys, dQ 2 along the rows).
-  using Traits =
-      std::conditional_t<kTunedBwd,
-                         Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64, 2, 4, 2>,
-                         BwdTraits<128, 32, 128, Element>>;
+  // fa2ufzu, FlashAttention-2's d = 128 layouts (64 rows; S, dP 2 warps along the rows, dK,
+  // dV 4 along the keys, dQ 2 along the rows) with dQ's k loop unrolled (kDqUnroll = 8);
+  // kDqBulk takes its default, off.
+  using Traits = std::conditional_t<
+      kTunedBwd, Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64, 2, 4, 2, false, 8>,
+      BwdTraits<128, 32, 128, Element>>;
   // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
   // blocks cannot have the 2-D kernel's 163 KB (an A100's limit is exactly 163 KB; one with
   // less than 126.5 KB is refused by check_device).
