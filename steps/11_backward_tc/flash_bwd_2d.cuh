@@ -144,11 +144,16 @@ namespace fa::step11 {
 ///                registers stay held until the L1 has sent all 8 of its rows' requests), and
 ///                the L2 sees one request of 4 sectors per row instead of 4 of one sector.
 ///                +36 KB of shared memory. The deterministic mode, and a GPU before sm_90,
-///                keep the stores or REDGs above
+///                keep the stores or REDGs above. That is kDqBulk = 1; kDqBulk = 2 sends the
+///                warp's whole 32 × 32 part by ONE tensor reduction (cp.reduce.async.bulk.tensor,
+///                a tensor map of dq_acc in BwdParams: the rows past N_q out of its bounds),
+///                issued by lane 0, the part staged in the map's 128-byte swizzle (4 KB per warp,
+///                1024-byte aligned): a bulk reduction's addresses are uniform registers, so
+///                kDqBulk = 1's 32 per warp are issued one lane at a time
 template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_ = false,
           int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false,
           bool kFastExp2_ = false, int kBlockM_ = 64, int kSWarpsM_ = 2, int kKvWarpsM_ = 4,
-          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_, bool kDqBulk_>
+          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_, int kDqBulk_>
 struct Bwd2dTraits {
   using Element = Element_;
   using WarpLayout = WarpLayout2d;            // launched as flash_bwd_2d_kernel
@@ -161,7 +166,7 @@ struct Bwd2dTraits {
   static constexpr bool kFastExp2 = kFastExp2_;
   static constexpr bool kDqRed = kDqRed_;
   static constexpr int kDqUnroll = kDqUnroll_;
-  static constexpr bool kDqBulk = kDqBulk_;
+  static constexpr int kDqBulk = kDqBulk_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;  // query rows per Q tile
   static constexpr int kBlockN = 128;       // keys per CTA
@@ -214,12 +219,15 @@ struct Bwd2dTraits {
   static constexpr int kOffDs = kOffP + kPBytes;            // [kBlockM][kBlockN + 8]
   static constexpr int kOffL = kOffDs + kPBytes;            // [kStages][kBlockM] fp32
   static constexpr int kOffD = kOffL + kStages * kRowVecBytes;
-  // kDqBulk: [kNumWarps][kQRows][kQDims + 4] fp32, each warp's part of the dQ tile (rows
-  // 16-byte aligned, as the bulk reduction's source must be, and 16 bytes apart modulo 128)
-  static constexpr int kDqRowBytes = (kQDims + 4) * 4;
+  // kDqBulk: [kNumWarps][kQRows][kQDims (+ 4)] fp32, each warp's part of the dQ tile. 1: rows
+  // 16-byte aligned, as the bulk reduction's source must be, and padded to 16 bytes apart
+  // modulo 128; 2: rows of 128 bytes in the 128-byte swizzle, each warp's part 1024-byte
+  // aligned (the kernel rounds the area's start up: + 1 KB of slack).
+  static constexpr int kDqRowBytes = (kQDims + (kDqBulk == 1 ? 4 : 0)) * 4;
   static constexpr int kDqWarpBytes = kQRows * kDqRowBytes;
   static constexpr int kOffDq = kOffD + kStages * kRowVecBytes;
-  static constexpr int kSmemBytes = kOffDq + (kDqBulk ? kNumWarps * kDqWarpBytes : 0);
+  static constexpr int kSmemBytes =
+      kOffDq + (kDqBulk ? kNumWarps * kDqWarpBytes : 0) + (kDqBulk == 2 ? 1024 : 0);
 
   static_assert(sizeof(Element) == 2, "16-bit elements only");
   static_assert(kHeadDim == 64 || kHeadDim == 128,
@@ -243,7 +251,10 @@ struct Bwd2dTraits {
                 "copy passes of whole swizzle periods");
   static_assert(kBlockM % (kNumThreads / kChunksPerRow) == 0, "Q tiles copy in whole passes");
   static_assert(kBlockM <= kNumThreads, "one thread per row copies L and D");
-  static_assert(!kDqBulk || (kQRows == 32 && kOffDq % 16 == 0 && (kDqRowBytes / 4) % 32 == 4),
+  static_assert(kDqBulk != 2 || (kQDims * 4 == 128 && kDqWarpBytes % 1024 == 0),
+                "kDqBulk = 2: boxes of 128-byte rows (the 128-byte swizzle's width), whole "
+                "swizzle periods of 8 rows per warp");
+  static_assert(kDqBulk != 1 || (kQRows == 32 && kOffDq % 16 == 0 && (kDqRowBytes / 4) % 32 == 4),
                 "kDqBulk: one row per lane, 16-byte aligned rows 16 bytes apart modulo 128 (a "
                 "warp's 8 rows × 32 bytes of one store in distinct banks)");
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have (sm_90)");
@@ -331,10 +342,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // kDqBulk: dQ added by bulk reductions from shared memory (sm_90 only; before it, and in the
   // deterministic mode, the stores or REDGs of the other switches).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool kBulk = Traits::kDqBulk;
+  constexpr int kBulk = Traits::kDqBulk;
 #else
-  constexpr bool kBulk = false;
+  constexpr int kBulk = 0;
 #endif
+  // kDqBulk = 2: the staging area's start rounded up to 1024 bytes (the swizzle's period).
+  const uint32_t s_dq_area = (s0 + Traits::kOffDq + 1023) & ~1023u;
 
   // The Q tiles this CTA visits: for each query head of the group, the tiles from the one
   // holding the first row that sees key j0 to the last (the step's order, no stagger).
@@ -639,8 +652,31 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           for (int kk = 0; kk < Traits::kKStepsQ; ++kk)  // 16 keys per step
             dq_step(kk, std::false_type{});
         }
-        if (kBulk && !deterministic()) {
-          // kDqBulk: the warp's kQRows rows × kQDims dims into its own staging area; lane r
+        if (kBulk == 2 && !deterministic()) {
+          // kDqBulk = 2: the warp's kQRows rows × 32 dims into its own 4 KB, 16-byte chunk c of
+          // row r at chunk c ^ (r % 8) (the map's 128-byte swizzle; r % 8 = g), then one tensor
+          // reduction of the whole box by lane 0, which first waits until its reduction of the
+          // last tile has read the area.
+          const uint32_t s_dq = s_dq_area + warp * Traits::kDqWarpBytes;
+          if (lane == 0) bulk_wait_read<0>();
+          __syncwarp();
+#pragma unroll
+          for (int mt = 0; mt < kQMt; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+              for (int nt = 0; nt < kQNt; ++nt)
+                st_shared_f32x2(
+                    s_dq + (16 * mt + g + 8 * hh) * 128 + 16 * ((2 * nt + t / 2) ^ g) + 8 * (t % 2),
+                    acc_dq[mt][nt][2 * hh], acc_dq[mt][nt][2 * hh + 1]);
+          fence_proxy_async_shared();  // this lane's stores, before the engine reads them
+          __syncwarp();
+          if (lane == 0) {
+            tma_reduce_add_3d(&p.dq_map, s_dq, q_d, i0 + q_m, b * p.heads_q + h);
+            bulk_commit();
+          }
+        } else if (kBulk == 1 && !deterministic()) {
+          // kDqBulk = 1: the warp's kQRows rows × kQDims dims into its own staging area; lane r
           // then adds row r with one bulk reduction. Before the stores, each lane waits until
           // its reduction of the last tile has read the area.
           const uint32_t s_dq = s0 + Traits::kOffDq + warp * Traits::kDqWarpBytes;

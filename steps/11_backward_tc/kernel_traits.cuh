@@ -2,6 +2,7 @@
 // the kernels' parameters, and the one function each instantiation file provides.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -41,6 +42,9 @@ struct BwdParams {
   float scale_log2;  // scale · log2(e): P = exp2(S · scale_log2 − L · log2(e))
   bool causal;
   bool deterministic;  // Problem::deterministic: dQ from per-CTA slabs, no atomics
+  // Bwd2dTraits with kDqBulk = 2 only (launch_flash_bwd_main fills it in): the tensor map of
+  // dq_acc, in boxes of one warp's part of a dQ tile (flash_bwd_2d.cuh). Zero otherwise.
+  CUtensorMap dq_map;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -338,8 +342,7 @@ struct BwdTraits {
 /// name the configuration they named before the three were added.
 template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kSUnroll_,
           bool kDetCompiled_, bool kTileCounter_, bool kFastExp2_, int kBlockM_, int kSWarpsM_,
-          int kKvWarpsM_, int kQWarpsM_, bool kDqRed_ = false, int kDqUnroll_ = 2,
-          bool kDqBulk_ = false>
+          int kKvWarpsM_, int kQWarpsM_, bool kDqRed_ = false, int kDqUnroll_ = 2, int kDqBulk_ = 0>
 struct Bwd2dTraits;
 
 /// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11
@@ -347,12 +350,11 @@ struct Bwd2dTraits;
 /// FlashAttention-2's 2-D warp layouts (flash_bwd_2d.cuh), its S/dP loop unrolled, no selects
 /// on the Q tiles that need no mask, the deterministic mode compiled per mode, the tiles
 /// counted and P's exp2 flushing subnormals, and at d = 128 dQ's k loop unrolled (rows fa2ufzu
-/// at d = 128, fa2d64 at d = 64, with 128-row tiles); where a block cannot have its shared memory, this file's kernel with one
-/// barrier per Q tile, dQ's atomics in pairs and, at d = 64, the same switches (row b1p2mcz).
-/// false: the
-/// configuration chapter 11 builds first (64 × 128 at d = 64, 32 × 128 at d = 128, this kernel
-/// with every switch off; bin/variants_11's row r, the baseline its table times the others
-/// against). Both pass the same tests.
+/// at d = 128, fa2d64 at d = 64, with 128-row tiles); where a block cannot have its shared memory,
+/// this file's kernel with one barrier per Q tile, dQ's atomics in pairs and, at d = 64, the same
+/// switches (row b1p2mcz). false: the configuration chapter 11 builds first (64 × 128 at d = 64, 32
+/// × 128 at d = 128, this kernel with every switch off; bin/variants_11's row r, the baseline its
+/// table times the others against). Both pass the same tests.
 constexpr bool kTunedBwd = true;
 
 /// \brief The tiles and switches per head dim; both masks and dtypes use them. `Traits` runs

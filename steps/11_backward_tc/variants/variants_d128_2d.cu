@@ -1,5 +1,6 @@
 // variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc", "fa2uf", "fa2ufz",
-// "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb" and "fa2ufzub" of step 11's backward table
+// "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb", "fa2ufzub" and "fa2ufzut" of step 11's backward
+// table
 // (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp layouts
 // (flash_bwd_2d.cuh, the step's at d = 128 in fa2ufz's switches) and its switches, bf16, d = 128,
 // described as a Variant by make_variant.cuh's make_variant_2d.
@@ -183,14 +184,28 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // its area cost more than the REDGs' waits (the step's 1-D kernel found its kDqBulk level
   // at d = 128 and slower at d = 64, but its profile was not the REDGs').
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
-                                            64, 2, 4, 2, false, 2, true>>(
+                                            64, 2, 4, 2, false, 2, 1>>(
       "fa2ufzb", "fa2ufz with dQ added by bulk reductions from shared memory (sm_90)"));
   // fa2ufzub: fa2ufzu (dQ's k loop unrolled) with kDqBulk. Predicted against fa2ufzu: as
   // fa2ufzb against fa2ufz (1.02–1.06× non-causal, 1.01–1.05× causal), the two changes
   // touching different parts of the dQ phase (its loop, its reductions).
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
-                                            64, 2, 4, 2, false, 8, true>>(
+                                            64, 2, 4, 2, false, 8, 1>>(
       "fa2ufzub", "fa2ufzu with dQ added by bulk reductions from shared memory (sm_90)"));
+  // fa2ufzut: fa2ufzu (the step's at d = 128) with kDqBulk = 2: the warp's 32 × 32 of dQ staged
+  // in the 128-byte swizzle (16 STS.64 per lane, conflict-free) and sent by ONE tensor
+  // reduction from lane 0 (a tensor map of dq_acc). Measured first: fa2ufzb and fa2ufzub lost
+  // 3-8% (docs/results/h200-variants-11-343a03e.md); their profile (h200-ncu-backward-16k-
+  // 343a03e.txt) shows why: a bulk reduction's operands are uniform registers, so ptxas issues
+  // the 32 lanes' reductions one lane at a time (ELECT, R2UR, UBLKRED, BRA.U.ANY: 134 M
+  // trips, 16% of the stall samples), where the REDGs' waits were 10.5%. One reduction per
+  // warp removes that loop and keeps what kDqBulk = 1 bought (no register held by the L1,
+  // 128-byte requests). Shared memory 163 → 196 KB. Predicted against fa2ufzu: 1.02–1.06× at
+  // N = 4096 and 16384 non-causal, 1.01–1.04× causal; below 1.0×: the staging stores and the
+  // engine's reads of shared memory cost more than the REDGs' waits.
+  out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
+                                            64, 2, 4, 2, false, 8, 2>>(
+      "fa2ufzut", "fa2ufzu with dQ added by one tensor reduction per warp (sm_90)"));
 }
 
 }  // namespace fa::step11

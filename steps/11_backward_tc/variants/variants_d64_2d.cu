@@ -1,12 +1,11 @@
 // variants_d64_2d.cu — the rows "fa2d64", "fa2d64s2", "fa2d64m64", "fa2d64r", "fa2d64u",
-// "fa2d64b" and "fa2d64ub" of
-// step 11's backward table (bin/variants_11): the kernel with FlashAttention-2's
-// two-dimensional warp layouts (flash_bwd_2d.cuh) at d = 64, in the layouts FlashAttention-2
-// chooses for that head dim and the switches of fa2ufz (the step's at d = 128), bf16,
-// described as a Variant by make_variant.cuh's make_variant_2d. The first three were measured
+// "fa2d64b", "fa2d64ub" and "fa2d64t" of step 11's backward table (bin/variants_11): the kernel
+// with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh) at d = 64, in the layouts
+// FlashAttention-2 chooses for that head dim and the switches of fa2ufz (the step's at d = 128),
+// bf16, described as a Variant by make_variant.cuh's make_variant_2d. The first three were measured
 // against b1p2mcz, the step's kernel at d = 64 when they were written; fa2d64 won
 // (docs/results/, chapter 11) and is the step's at d = 64 now (BwdConfig<64>,
-// kernel_traits.cuh), b1p2mcz its fallback. The last four change fa2d64's dQ product and are
+// kernel_traits.cuh), b1p2mcz its fallback. The last five change fa2d64's dQ product and are
 // predicted against it.
 #include <cuda_bf16.h>
 
@@ -122,13 +121,19 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   // work of S, dP, dK and dV, so their waits weigh less: predicted against fa2d64
   // 1.01–1.04× at N = 4096 and 16384, non-causal and causal.
   out.push_back(make_variant_2d<
-                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, true>>(
+                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 1>>(
       "fa2d64b", "fa2d64 with dQ added by bulk reductions from shared memory (sm_90)"));
   // fa2d64ub: fa2d64u with kDqBulk. Predicted against fa2d64: 1.00–1.04× (fa2d64u's registers
   // at 255 may cost what the unrolling saves, as predicted for it).
   out.push_back(make_variant_2d<
-                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 8, true>>(
+                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 8, 1>>(
       "fa2d64ub", "fa2d64u with dQ added by bulk reductions from shared memory (sm_90)"));
+  // fa2d64t: fa2d64 with kDqBulk = 2, one tensor reduction per warp, as fa2ufzut at d = 128
+  // (variants_d128_2d.cu says why after fa2d64b lost). 166 → 199 KB. Predicted against
+  // fa2d64: 1.01–1.04× at N = 4096 and 16384, non-causal and causal.
+  out.push_back(make_variant_2d<
+                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 2>>(
+      "fa2d64t", "fa2d64 with dQ added by one tensor reduction per warp (sm_90)"));
 }
 
 }  // namespace fa::step11
