@@ -149,7 +149,12 @@ namespace fa::step11 {
 ///                a tensor map of dq_acc in BwdParams: the rows past N_q out of its bounds),
 ///                issued by lane 0, the part staged in the map's 128-byte swizzle (4 KB per warp,
 ///                1024-byte aligned): a bulk reduction's addresses are uniform registers, so
-///                kDqBulk = 1's 32 per warp are issued one lane at a time
+///                kDqBulk = 1's 32 per warp are issued one lane at a time. kDqBulk = 3 stages
+///                as 2 but sends all 8 warps' boxes from thread 0 after the NEXT tile's first
+///                barrier: the other warps never wait for a reduction (a warp's wait for its
+///                cp.async copies, at the top of each tile, also waits for its own bulk
+///                groups), and thread 0 waits only until the engine has read the area, before
+///                the next tile's P/dS barrier
 template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_ = false,
           int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false,
           bool kFastExp2_ = false, int kBlockM_ = 64, int kSWarpsM_ = 2, int kKvWarpsM_ = 4,
@@ -223,11 +228,11 @@ struct Bwd2dTraits {
   // 16-byte aligned, as the bulk reduction's source must be, and padded to 16 bytes apart
   // modulo 128; 2: rows of 128 bytes in the 128-byte swizzle, each warp's part 1024-byte
   // aligned (the kernel rounds the area's start up: + 1 KB of slack).
-  static constexpr int kDqRowBytes = (kQDims + (kDqBulk == 1 ? 4 : 0)) * 4;
+  static constexpr int kDqRowBytes = (kQDims + (kDqBulk == 1 ? 4 : 0)) * 4;  // 2, 3: 128 bytes
   static constexpr int kDqWarpBytes = kQRows * kDqRowBytes;
   static constexpr int kOffDq = kOffD + kStages * kRowVecBytes;
   static constexpr int kSmemBytes =
-      kOffDq + (kDqBulk ? kNumWarps * kDqWarpBytes : 0) + (kDqBulk == 2 ? 1024 : 0);
+      kOffDq + (kDqBulk ? kNumWarps * kDqWarpBytes : 0) + (kDqBulk >= 2 ? 1024 : 0);
 
   static_assert(sizeof(Element) == 2, "16-bit elements only");
   static_assert(kHeadDim == 64 || kHeadDim == 128,
@@ -251,8 +256,8 @@ struct Bwd2dTraits {
                 "copy passes of whole swizzle periods");
   static_assert(kBlockM % (kNumThreads / kChunksPerRow) == 0, "Q tiles copy in whole passes");
   static_assert(kBlockM <= kNumThreads, "one thread per row copies L and D");
-  static_assert(kDqBulk != 2 || (kQDims * 4 == 128 && kDqWarpBytes % 1024 == 0),
-                "kDqBulk = 2: boxes of 128-byte rows (the 128-byte swizzle's width), whole "
+  static_assert(kDqBulk < 2 || (kQDims * 4 == 128 && kDqWarpBytes % 1024 == 0),
+                "kDqBulk = 2, 3: boxes of 128-byte rows (the 128-byte swizzle's width), whole "
                 "swizzle periods of 8 rows per warp");
   static_assert(kDqBulk != 1 || (kQRows == 32 && kOffDq % 16 == 0 && (kDqRowBytes / 4) % 32 == 4),
                 "kDqBulk: one row per lane, 16-byte aligned rows 16 bytes apart modulo 128 (a "
@@ -346,8 +351,23 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 #else
   constexpr int kBulk = 0;
 #endif
-  // kDqBulk = 2: the staging area's start rounded up to 1024 bytes (the swizzle's period).
+  // kDqBulk = 2, 3: the staging area's start rounded up to 1024 bytes (the swizzle's period).
   const uint32_t s_dq_area = (s0 + Traits::kOffDq + 1023) & ~1023u;
+  // kDqBulk = 3: the head and first row of the Q tile whose dQ is staged and not yet sent
+  // (pend_h < 0: none), the same in every thread; thread 0 sends every warp's box.
+  int pend_h = -1, pend_i0 = 0;
+  auto send_staged_dq = [&] {
+    if (tid == 0 && pend_h >= 0) {
+#pragma unroll
+      for (int w = 0; w < Traits::kNumWarps; ++w)
+        tma_reduce_add_3d(&p.dq_map, s_dq_area + w * Traits::kDqWarpBytes,
+                          Traits::kQDims * (w % Traits::kQWarpsN),
+                          pend_i0 + Traits::kQRows * (w / Traits::kQWarpsN),
+                          b * p.heads_q + pend_h);
+      bulk_commit();
+    }
+    pend_h = -1;
+  };
 
   // The Q tiles this CTA visits: for each query head of the group, the tiles from the one
   // holding the first row that sees key j0 to the last (the step's order, no stagger).
@@ -438,6 +458,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // P and dS); then the next tile's copies go to the other stage.
     cp_async_wait<0>();
     __syncthreads();
+    if constexpr (kBulk == 3) send_staged_dq();  // the last tile's dQ, staged before the barrier
     if (it + 1 < visits) {
       if constexpr (Traits::kTileCounter)
         load_q_tile_async(h_next, i0_next, (it + 1) % Traits::kStages);
@@ -565,6 +586,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     else
       p_ds(std::true_type{});
 
+    // kDqBulk = 3: the engine has read the staged dQ before any warp stages this tile's.
+    if constexpr (kBulk == 3)
+      if (tid == 0) bulk_wait_read<0>();
+
     // P and dS are published. On a tile that hides a pair, the same barrier asks whether an
     // input holds an inf or a NaN (the exact path).
     bool exact = false;
@@ -652,14 +677,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           for (int kk = 0; kk < Traits::kKStepsQ; ++kk)  // 16 keys per step
             dq_step(kk, std::false_type{});
         }
-        if (kBulk == 2 && !deterministic()) {
+        if (kBulk >= 2 && !deterministic()) {
           // kDqBulk = 2: the warp's kQRows rows × 32 dims into its own 4 KB, 16-byte chunk c of
           // row r at chunk c ^ (r % 8) (the map's 128-byte swizzle; r % 8 = g), then one tensor
           // reduction of the whole box by lane 0, which first waits until its reduction of the
           // last tile has read the area.
           const uint32_t s_dq = s_dq_area + warp * Traits::kDqWarpBytes;
-          if (lane == 0) bulk_wait_read<0>();
-          __syncwarp();
+          if (kBulk == 2) {
+            if (lane == 0) bulk_wait_read<0>();
+            __syncwarp();
+          }
 #pragma unroll
           for (int mt = 0; mt < kQMt; ++mt)
 #pragma unroll
@@ -670,10 +697,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                     s_dq + (16 * mt + g + 8 * hh) * 128 + 16 * ((2 * nt + t / 2) ^ g) + 8 * (t % 2),
                     acc_dq[mt][nt][2 * hh], acc_dq[mt][nt][2 * hh + 1]);
           fence_proxy_async_shared();  // this lane's stores, before the engine reads them
-          __syncwarp();
-          if (lane == 0) {
-            tma_reduce_add_3d(&p.dq_map, s_dq, q_d, i0 + q_m, b * p.heads_q + h);
-            bulk_commit();
+          if (kBulk == 3) {            // sent by thread 0 after the next barrier
+            pend_h = h;
+            pend_i0 = i0;
+          } else {
+            __syncwarp();
+            if (lane == 0) {
+              tma_reduce_add_3d(&p.dq_map, s_dq, q_d, i0 + q_m, b * p.heads_q + h);
+              bulk_commit();
+            }
           }
         } else if (kBulk == 1 && !deterministic()) {
           // kDqBulk = 1: the warp's kQRows rows × kQDims dims into its own staging area; lane r
@@ -776,7 +808,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     }
   }
 
-  // kDqBulk: the CTA's shared memory must outlive the reductions that read it.
+  // kDqBulk = 3: the last tile's dQ, once every warp has staged it. kDqBulk: the CTA's shared
+  // memory must outlive the reductions that read it.
+  if constexpr (kBulk == 3) {
+    __syncthreads();
+    send_staged_dq();
+  }
   if (kBulk) bulk_wait<0>();
 
   // ---- dK = scale · dK, dV: through shared memory (the K and V tiles, once every warp is

@@ -789,9 +789,9 @@ namespace fa::step11 {
 // ---------------------------------------------------------------------------------------------
 // Host side: three launches on one stream, for either main kernel.
 // ---------------------------------------------------------------------------------------------
-/// \brief The tensor map of p.dq_acc for Bwd2dTraits' kDqBulk = 2: dims (d, N_q, B · H_q) fp32,
-/// strides 4·d and 4·N_q·d bytes ([B, H_q, N_q, d]), boxes of box_cols dims × box_rows rows of
-/// one head, 128-byte swizzle. Rows past N_q fall outside the map: a reduction skips them. The
+/// \brief The tensor map of p.dq_acc for Bwd2dTraits' kDqBulk = 2 and 3: dims (d, N_q, B · H_q)
+/// fp32, strides 4·d and 4·N_q·d bytes ([B, H_q, N_q, d]), boxes of box_cols dims × box_rows rows
+/// of one head, 128-byte swizzle. Rows past N_q fall outside the map: a reduction skips them. The
 /// driver's cuTensorMapEncodeTiled is reached through the runtime, as step 08 does (no libcuda).
 inline CUtensorMap make_dq_tensor_map(const BwdParams& p, int box_cols, int box_rows) {
   using EncodeTiled =
@@ -841,7 +841,7 @@ void launch_flash_bwd_main(const BwdParams& p, cudaStream_t stream) {
   const unsigned n_blocks = (p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN;
   const unsigned bh = p.batch * p.heads_kv;
   const dim3 grid = Traits::kHeavyFirst ? dim3(bh, n_blocks) : dim3(n_blocks, bh);
-  if constexpr (Traits::kDqBulk == 2) {  // Bwd2dTraits: dQ by tensor reductions
+  if constexpr (Traits::kDqBulk >= 2) {  // Bwd2dTraits: dQ by tensor reductions
     if (!p.deterministic) {
       BwdParams with_map = p;
       with_map.dq_map = make_dq_tensor_map(p, Traits::kQDims, Traits::kQRows);

@@ -42,7 +42,7 @@ struct BwdParams {
   float scale_log2;  // scale · log2(e): P = exp2(S · scale_log2 − L · log2(e))
   bool causal;
   bool deterministic;  // Problem::deterministic: dQ from per-CTA slabs, no atomics
-  // Bwd2dTraits with kDqBulk = 2 only (launch_flash_bwd_main fills it in): the tensor map of
+  // Bwd2dTraits with kDqBulk = 2 or 3 (launch_flash_bwd_main fills it in): the tensor map of
   // dq_acc, in boxes of one warp's part of a dQ tile (flash_bwd_2d.cuh). Zero otherwise.
   CUtensorMap dq_map;
 };
@@ -379,11 +379,12 @@ struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 
 };
 template <class Element>
 struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 163 KB smem
-  // fa2ufzu, FlashAttention-2's d = 128 layouts (64 rows; S, dP 2 warps along the rows, dK,
-  // dV 4 along the keys, dQ 2 along the rows) with dQ's k loop unrolled (kDqUnroll = 8);
-  // kDqBulk takes its default, off.
+  // fa2ufzuc, FlashAttention-2's d = 128 layouts (64 rows; S, dP 2 warps along the rows, dK,
+  // dV 4 along the keys, dQ 2 along the rows) with dQ's k loop unrolled (kDqUnroll = 8) and
+  // dQ sent by tensor reductions a tile later (kDqBulk = 3, sm_90; the REDGs before it).
   using Traits = std::conditional_t<
-      kTunedBwd, Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64, 2, 4, 2, false, 8>,
+      kTunedBwd,
+      Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64, 2, 4, 2, false, 8, 3>,
       BwdTraits<128, 32, 128, Element>>;
   // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
   // blocks cannot have the 2-D kernel's 163 KB (an A100's limit is exactly 163 KB; one with

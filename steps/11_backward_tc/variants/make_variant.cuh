@@ -77,7 +77,8 @@ Variant make_variant_2d(std::string name, std::string change) {
              grid(T::kSWarpsM, T::kSWarpsN) + "; dK, dV " + grid(T::kKvWarpsM, T::kKvWarpsN) +
              "; dQ " + grid(T::kQWarpsM, T::kQWarpsN) +
              "), P and dS in shared memory, 1 CTA/SM, 2 barriers/tile, dQ " +
-             (T::kDqBulk == 2   ? "by a tensor reduction per warp (deterministic: stores)"
+             (T::kDqBulk == 3   ? "by tensor reductions a tile later (deterministic: stores)"
+              : T::kDqBulk == 2 ? "by a tensor reduction per warp (deterministic: stores)"
               : T::kDqBulk == 1 ? "by bulk reductions per row (deterministic: stores)"
                                 : "v2 atomics") +
              (T::kDqRed ? " (inline red)" : "") +

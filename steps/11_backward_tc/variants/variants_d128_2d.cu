@@ -1,6 +1,6 @@
 // variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc", "fa2uf", "fa2ufz",
-// "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb", "fa2ufzub" and "fa2ufzut" of step 11's backward
-// table
+// "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb", "fa2ufzub", "fa2ufzut" and "fa2ufzuc" of step 11's
+// backward table
 // (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp layouts
 // (flash_bwd_2d.cuh, the step's at d = 128 in fa2ufz's switches) and its switches, bf16, d = 128,
 // described as a Variant by make_variant.cuh's make_variant_2d.
@@ -206,6 +206,17 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
                                             64, 2, 4, 2, false, 8, 2>>(
       "fa2ufzut", "fa2ufzu with dQ added by one tensor reduction per warp (sm_90)"));
+  // fa2ufzuc: fa2ufzu with kDqBulk = 3: staged as fa2ufzut, but the 8 boxes sent by thread 0
+  // after the next tile's first barrier. Measured first (h200-variants-11-6b33d03.md):
+  // fa2ufzut ran 1.01–1.02× fa2ufzu, and its profile (h200-ncu-backward-16k-6b33d03.txt) puts
+  // 7.4% of the stall samples on the wait for the cp.async copies at the top of the next tile
+  // (long scoreboard; 0.1% in fa2ufz): in SASS that wait (DEPBAR on SB0) also waits for the
+  // warp's own bulk group, issued just before, to complete. Sent by one thread a tile later,
+  // only warp 0 waits, and for a reduction a whole tile old. Predicted against fa2ufzu:
+  // 1.03–1.07× at N = 4096 and 16384 non-causal, 1.02–1.05× causal.
+  out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
+                                            64, 2, 4, 2, false, 8, 3>>(
+      "fa2ufzuc", "fa2ufzut with the boxes sent by one thread after the next tile's barrier"));
 }
 
 }  // namespace fa::step11

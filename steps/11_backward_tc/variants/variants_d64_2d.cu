@@ -1,11 +1,11 @@
 // variants_d64_2d.cu — the rows "fa2d64", "fa2d64s2", "fa2d64m64", "fa2d64r", "fa2d64u",
-// "fa2d64b", "fa2d64ub" and "fa2d64t" of step 11's backward table (bin/variants_11): the kernel
-// with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh) at d = 64, in the layouts
-// FlashAttention-2 chooses for that head dim and the switches of fa2ufz (the step's at d = 128),
-// bf16, described as a Variant by make_variant.cuh's make_variant_2d. The first three were measured
-// against b1p2mcz, the step's kernel at d = 64 when they were written; fa2d64 won
+// "fa2d64b", "fa2d64ub", "fa2d64t" and "fa2d64c" of step 11's backward table (bin/variants_11): the
+// kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh) at d = 64, in the
+// layouts FlashAttention-2 chooses for that head dim and the switches of fa2ufz (the step's at d =
+// 128), bf16, described as a Variant by make_variant.cuh's make_variant_2d. The first three were
+// measured against b1p2mcz, the step's kernel at d = 64 when they were written; fa2d64 won
 // (docs/results/, chapter 11) and is the step's at d = 64 now (BwdConfig<64>,
-// kernel_traits.cuh), b1p2mcz its fallback. The last five change fa2d64's dQ product and are
+// kernel_traits.cuh), b1p2mcz its fallback. The last six change fa2d64's dQ product and are
 // predicted against it.
 #include <cuda_bf16.h>
 
@@ -134,6 +134,12 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   out.push_back(make_variant_2d<
                 Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 2>>(
       "fa2d64t", "fa2d64 with dQ added by one tensor reduction per warp (sm_90)"));
+  // fa2d64c: fa2d64 with kDqBulk = 3, as fa2ufzuc at d = 128 (variants_d128_2d.cu). fa2d64t
+  // ran 1.01–1.03× fa2d64 non-causal, 0.97–0.99× causal (h200-variants-11-6b33d03.md).
+  // Predicted against fa2d64: 1.02–1.05× non-causal, 1.00–1.03× causal.
+  out.push_back(make_variant_2d<
+                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 3>>(
+      "fa2d64c", "fa2d64t with the boxes sent by one thread after the next tile's barrier"));
 }
 
 }  // namespace fa::step11
