@@ -1,11 +1,13 @@
 // flash_bwd_2d.cuh — step 11's backward with FlashAttention-2's two-dimensional warp layouts:
 // the step's main kernel at both head dims (BwdConfig<d, ·>::Traits, kernel_traits.cuh: the
-// switches of bin/variants_11's row "fa2ufz" at d = 128, and FlashAttention-2's d = 64 layouts
-// with the same switches, row "fa2d64", at d = 64: the fastest it measured) wherever a block
-// may have its 163 KB (d = 128) or 166 KB (d = 64) of shared memory. bin/variants_11 also runs
-// it with the other switches of Bwd2dTraits (rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc"; the
-// dQ product's: "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2d64r", "fa2d64u") and other layouts at
-// d = 64 (rows "fa2d64s2", "fa2d64m64").
+// switches of bin/variants_11's row "fa2ufzuc" at d = 128, and FlashAttention-2's d = 64
+// layouts with fa2ufz's switches, row "fa2d64", at d = 64: the fastest it measured with its
+// tests run) wherever a block may have its 196 KB (d = 128) or 166 KB (d = 64) of shared
+// memory. bin/variants_11 also runs it with the other switches of Bwd2dTraits (rows "fa2",
+// "fa2q", "fa2m", "fa2u", "fa2mc", "fa2uf", "fa2ufz"; the dQ product's: "fa2ufzr", "fa2ufzu",
+// "fa2ufzru", "fa2ufzb", "fa2ufzub", "fa2ufzut", and at d = 64 "fa2d64r", "fa2d64u",
+// "fa2d64b", "fa2d64ub", "fa2d64t", "fa2d64c") and other layouts at d = 64 (rows "fa2d64s2",
+// "fa2d64m64").
 //
 // The kernel chapter 11 builds (flash_bwd_kernel.cuh; the step's fallback on a device with
 // less shared memory per block) gives each of its 8 warps 16 keys and computes
@@ -59,9 +61,10 @@
 //
 // Shared memory (d = 128, kBlockM = 64, kBlockN = 128): K, V 2 · 32 KB (whole kernel); Q, dO
 // double-buffered 2 · 2 · 16 KB (cp.async); P and dS 2 · 64 · 272 B = 34 KB; L and D of both
-// stages 1 KB: 163 KB. Two barriers per Q tile: one at its start (this tile's copies have
-// landed; every warp is done with the previous tile's P, dS and stage), one after P and dS
-// are written (the causal diagonal's __syncthreads_or stands in for it).
+// stages 1 KB: 163 KB; with kDqBulk = 3 (the step's) each warp's 32 × 32 of dQ staged, 32 KB
+// and 1 KB of alignment slack: 196 KB. Two barriers per Q tile: one at its start (this tile's
+// copies have landed; every warp is done with the previous tile's P, dS and stage), one after P and
+// dS are written (the causal diagonal's __syncthreads_or stands in for it).
 //
 // Shared-memory bytes per warp and Q tile, against FLOPs (step 11's count, kernel_traits.cuh):
 //   S, dP     A: Q, dO 2 · 32 · 128 · 2 = 16 KB; B: K, V 2 · 32 · 128 · 2 = 16 KB   0.52 MFLOP

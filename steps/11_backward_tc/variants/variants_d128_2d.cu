@@ -134,6 +134,8 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // at N = 4096 and 16384, non-causal and causal. Outside that range non-causal: the spread
   // between two rows of the same code (the table's resolution); causal: the other schedule.
   // Neither would be return traffic, which neither form has.
+  // Measured (docs/results/h200-variants-11-1c60542.md, N = 1024, 4096, 16384): 1.00× fa2ufz
+  // non-causal and causal, as predicted: the REDGs were REDGs already.
   out.push_back(
       make_variant_2d<
           Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true, 64, 2, 4, 2, true>>(
@@ -155,6 +157,9 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // or ptxas's new schedule costs more than the instructions save; above 1.03×: the dQ phase was
   // bound by the loop's latency (each pair of steps' ldmatrix waited for before its mmas), not by
   // its instruction count.
+  // Measured (h200-variants-11-1c60542.md): 1.04–1.05× fa2ufz non-causal, 1.01–1.02× causal,
+  // and again in h200-variants-11-343a03e.md: above the 1.03 named, so the dQ phase was bound
+  // by the loop's latency. The step's at d = 128 at commit 24ef2a1 (fa2ufzuc since).
   out.push_back(
       make_variant_2d<
           Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true, 64, 2, 4, 2, false, 8>>(
@@ -164,6 +169,7 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // scheduled otherwise (3,640 instructions against fa2ufzu's 3,648). Registers and spills
   // as fa2ufzu's (252 non-causal, 255 causal; 8 bytes in the causal deterministic kernel
   // only). Predicted: fa2ufzu's time within ±1%, so 1.00–1.02× fa2ufz.
+  // Measured (h200-variants-11-1c60542.md): fa2ufzu's times within 0.2%, as predicted.
   out.push_back(
       make_variant_2d<
           Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true, 64, 2, 4, 2, true, 8>>(
@@ -183,12 +189,18 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // causal. Below 1.0×: the staging stores and the wait for the last tile's reduction to read
   // its area cost more than the REDGs' waits (the step's 1-D kernel found its kDqBulk level
   // at d = 128 and slower at d = 64, but its profile was not the REDGs').
+  // Measured (h200-variants-11-343a03e.md): 0.96× fa2ufz non-causal, 0.91–0.92× causal: the
+  // prediction's sign wrong. The profile (h200-ncu-backward-16k-343a03e.txt) shows why: the 32
+  // lanes' bulk reductions are issued one lane at a time (their addresses are uniform registers:
+  // ELECT, R2UR, UBLKRED, BRA.U.ANY, 134 M trips), 16% of the stall samples.
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
                                             64, 2, 4, 2, false, 2, 1>>(
       "fa2ufzb", "fa2ufz with dQ added by bulk reductions from shared memory (sm_90)"));
   // fa2ufzub: fa2ufzu (dQ's k loop unrolled) with kDqBulk. Predicted against fa2ufzu: as
   // fa2ufzb against fa2ufz (1.02–1.06× non-causal, 1.01–1.05× causal), the two changes
   // touching different parts of the dQ phase (its loop, its reductions).
+  // Measured (h200-variants-11-343a03e.md): 0.93–0.94× fa2ufzu non-causal, 0.93–0.95× causal
+  // (fa2ufzb's reason).
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
                                             64, 2, 4, 2, false, 8, 1>>(
       "fa2ufzub", "fa2ufzu with dQ added by bulk reductions from shared memory (sm_90)"));
@@ -203,6 +215,10 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // 128-byte requests). Shared memory 163 → 196 KB. Predicted against fa2ufzu: 1.02–1.06× at
   // N = 4096 and 16384 non-causal, 1.01–1.04× causal; below 1.0×: the staging stores and the
   // engine's reads of shared memory cost more than the REDGs' waits.
+  // Measured (h200-variants-11-6b33d03.md): 1.01–1.02× fa2ufzu non-causal, 1.01× causal, the
+  // low end of the prediction or under it; 1.01× again in h200-variants-11-d91d3f9.md. Its
+  // profile (h200-ncu-backward-16k-6b33d03.txt): the REDGs' waits gone, and 7.4% of the stall
+  // samples on the wait at the top of the next tile (fa2ufzuc says why).
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
                                             64, 2, 4, 2, false, 8, 2>>(
       "fa2ufzut", "fa2ufzu with dQ added by one tensor reduction per warp (sm_90)"));
@@ -214,6 +230,8 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // warp's own bulk group, issued just before, to complete. Sent by one thread a tile later,
   // only warp 0 waits, and for a reduction a whole tile old. Predicted against fa2ufzu:
   // 1.03–1.07× at N = 4096 and 16384 non-causal, 1.02–1.05× causal.
+  // Measured (h200-variants-11-d91d3f9.md): 1.04× fa2ufzu at every length, non-causal and
+  // causal, inside the prediction. The step's at d = 128 (BwdConfig<128>, kernel_traits.cuh).
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
                                             64, 2, 4, 2, false, 8, 3>>(
       "fa2ufzuc", "fa2ufzut with the boxes sent by one thread after the next tile's barrier"));

@@ -98,6 +98,7 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   // Predicted against fa2d64: 0.99–1.01× at N = 4096 and 16384, non-causal and causal;
   // outside it, the table's spread (non-causal: the same code) or the other schedule
   // (causal), not return traffic.
+  // Measured (h200-variants-11-1c60542.md): 1.00× fa2d64 (0.998–1.007), as predicted.
   out.push_back(
       make_variant_2d<Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, true>>(
           "fa2d64r", "fa2d64 with dQ added by red.global.add.v2.f32 (inline PTX)"));
@@ -111,6 +112,8 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   // (the low end lower than fa2ufzu's: 3 more registers at the limit, where the S/dP phase's
   // 192 accumulators live). Below 0.99×: ptxas's schedule at 255 registers costs more than
   // the instructions save.
+  // Measured (h200-variants-11-1c60542.md): 1.00–1.01× fa2d64 non-causal, 0.99–1.00× causal, the
+  // low end of the prediction; not taken.
   out.push_back(
       make_variant_2d<Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 8>>(
           "fa2d64u", "fa2d64 with the dQ k loop fully unrolled, its first mmas taking C = 0"));
@@ -120,23 +123,30 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   // row per lane. Per Q tile of 128 rows the REDGs are the same 16 per warp, over twice the
   // work of S, dP, dK and dV, so their waits weigh less: predicted against fa2d64
   // 1.01–1.04× at N = 4096 and 16384, non-causal and causal.
+  // Measured (h200-variants-11-343a03e.md): 0.95× fa2d64 non-causal, 0.90–0.94× causal (fa2ufzb's
+  // reason, variants_d128_2d.cu).
   out.push_back(make_variant_2d<
                 Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 1>>(
       "fa2d64b", "fa2d64 with dQ added by bulk reductions from shared memory (sm_90)"));
   // fa2d64ub: fa2d64u with kDqBulk. Predicted against fa2d64: 1.00–1.04× (fa2d64u's registers
   // at 255 may cost what the unrolling saves, as predicted for it).
+  // Measured (h200-variants-11-343a03e.md): 0.95× fa2d64 non-causal, 0.92–0.95× causal.
   out.push_back(make_variant_2d<
                 Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 8, 1>>(
       "fa2d64ub", "fa2d64u with dQ added by bulk reductions from shared memory (sm_90)"));
   // fa2d64t: fa2d64 with kDqBulk = 2, one tensor reduction per warp, as fa2ufzut at d = 128
   // (variants_d128_2d.cu says why after fa2d64b lost). 166 → 199 KB. Predicted against
   // fa2d64: 1.01–1.04× at N = 4096 and 16384, non-causal and causal.
+  // Measured (h200-variants-11-6b33d03.md): 1.01–1.03× fa2d64 non-causal, 0.97–0.99× causal.
   out.push_back(make_variant_2d<
                 Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 2>>(
       "fa2d64t", "fa2d64 with dQ added by one tensor reduction per warp (sm_90)"));
   // fa2d64c: fa2d64 with kDqBulk = 3, as fa2ufzuc at d = 128 (variants_d128_2d.cu). fa2d64t
   // ran 1.01–1.03× fa2d64 non-causal, 0.97–0.99× causal (h200-variants-11-6b33d03.md).
   // Predicted against fa2d64: 1.02–1.05× non-causal, 1.00–1.03× causal.
+  // Measured (h200-variants-11-d91d3f9.md): 1.04–1.05× fa2d64 non-causal, 1.00–1.01× causal: the
+  // non-causal prediction held, causal at its low end. Not yet the step's at d = 64: its GPU tests
+  // and benchmark with it registered are still to run.
   out.push_back(make_variant_2d<
                 Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 3>>(
       "fa2d64c", "fa2d64t with the boxes sent by one thread after the next tile's barrier"));
