@@ -192,7 +192,7 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // Measured (h200-variants-11-343a03e.md): 0.96× fa2ufz non-causal, 0.91–0.92× causal: the
   // prediction's sign wrong. The profile (h200-ncu-backward-16k-343a03e.txt) shows why: the 32
   // lanes' bulk reductions are issued one lane at a time (their addresses are uniform registers:
-  // ELECT, R2UR, UBLKRED, BRA.U.ANY, 134 M trips), 16% of the stall samples.
+  // ELECT, R2UR, UBLKRED, BRA.U.ANY, 134 M trips), 18% of the stall samples.
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
                                             64, 2, 4, 2, false, 2, 1>>(
       "fa2ufzb", "fa2ufz with dQ added by bulk reductions from shared memory (sm_90)"));
@@ -210,7 +210,7 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // 3-8% (docs/results/h200-variants-11-343a03e.md); their profile (h200-ncu-backward-16k-
   // 343a03e.txt) shows why: a bulk reduction's operands are uniform registers, so ptxas issues
   // the 32 lanes' reductions one lane at a time (ELECT, R2UR, UBLKRED, BRA.U.ANY: 134 M
-  // trips, 16% of the stall samples), where the REDGs' waits were 10.5%. One reduction per
+  // trips, 18% of the stall samples), where the REDGs' waits were 10.5%. One reduction per
   // warp removes that loop and keeps what kDqBulk = 1 bought (no register held by the L1,
   // 128-byte requests). Shared memory 163 → 196 KB. Predicted against fa2ufzu: 1.02–1.06× at
   // N = 4096 and 16384 non-causal, 1.01–1.04× causal; below 1.0×: the staging stores and the
