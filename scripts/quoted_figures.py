@@ -29,11 +29,16 @@ folder, docs/results/ unless told otherwise):
   bench:backward:DTYPE:…       the same of IMPL's backward pass (its records carry "pass":
                                "backward"); bench:forward:DTYPE:… is bench:DTYPE:…; a
                                step's deterministic mode is the IMPL NN_slug+deterministic
+  bench:backward@FILE:DTYPE:…  the same read from FILE, a JSON file of the results folder
+                               named without a folder (a run kept apart, e.g.
+                               h200-backward-aa3c280.json), instead of h200.json;
+                               bench:forward@FILE:… likewise
   span:DTYPE:D:MASK:IMPL[/PEER]:NLO-NHI:min|max
                                the least or greatest bench: TFLOP/s of IMPL (or ratio to PEER,
                                PEER@DTYPE for a peer in another dtype) over the lengths
                                NLO…NHI in h200.json; D and MASK may list several, joined by +
-                               (64+128, full+causal); span:backward:… over the backward
+                               (64+128, full+causal); span:backward:… over the backward,
+                               span:backward@FILE:… over FILE's (IMPL and PEER both from it)
   decode:DTYPE:D:IMPL:B:HQ:HKV:N:LAYOUT[:F]
                                h200-decode.json, the decoding record of IMPL with head dim D,
                                batch B, H_q = HQ, H_kv = HKV, cache length N, LAYOUT contiguous
@@ -253,18 +258,36 @@ def tour_figure(folder, args, cache):
 # ------------------------------------------------------------------------ the benchmark
 
 PASSES = ("forward", "backward")
+BENCH_FILE = "h200.json"
+RUN_FILE = re.compile(r"[A-Za-z0-9][\w.+-]*\.json")  # PASS@FILE: a file of the folder itself
 
 
 def _pass(args):
-    """(pass, the other arguments): a leading forward or backward names the pass (no dtype is
-    called so); without it the forward, as every marker written before the backward meant."""
-    if args and args[0] in PASSES:
-        return args[0], args[1:]
-    return "forward", args
+    """(pass, results file, the other arguments): a leading forward or backward names the pass
+    (no dtype is called so); without it the forward, as every marker written before the backward
+    meant. PASS@FILE reads FILE, a run kept apart in the results folder, instead of h200.json."""
+    word, at, name = args[0].partition("@") if args else ("", "", "")
+    if word not in PASSES:
+        return "forward", BENCH_FILE, args
+    if at and not RUN_FILE.fullmatch(name):
+        raise SourceError(f"{args[0]}: after @ a .json file of the results folder, named "
+                          f"without a folder (backward@h200-backward-aa3c280.json), not {name!r}")
+    return word, name or BENCH_FILE, args[1:]
+
+
+def _bench_records(folder, name, cache):
+    """The records of the results file name (h200.json or a run kept apart), read once."""
+    key = "bench" if name == BENCH_FILE else "bench@" + name
+    if key not in cache:
+        try:
+            cache[key] = json.loads(_read(folder, name)).get("results", [])
+        except ValueError as e:
+            raise SourceError(f"{name} is not JSON: {e}")
+    return cache[key]
 
 
 def bench_figure(folder, args, cache):
-    kind, args = _pass(args)
+    kind, name, args = _pass(args)
     if len(args) not in (5, 6):
         raise SourceError("expected bench:[backward:]DTYPE:D:MASK:IMPL:N[:ms|extra]")
     dtype, d, mask, impl, n = args[:5]
@@ -273,13 +296,8 @@ def bench_figure(folder, args, cache):
             or field not in ("tflops", "ms", "extra")):
         raise SourceError("expected bench:DTYPE:D:full|causal:IMPL:N[:ms|extra], D and N "
                           "numbers")
-    if "bench" not in cache:
-        try:
-            cache["bench"] = json.loads(_read(folder, "h200.json")).get("results", [])
-        except ValueError as e:
-            raise SourceError(f"h200.json is not JSON: {e}")
     best = None
-    for r in cache["bench"]:
+    for r in _bench_records(folder, name, cache):
         try:
             if (str(r.get("pass", "forward")) == kind and str(r["impl"]) == impl
                     and str(r["dtype"]).lower() == dtype
@@ -289,9 +307,9 @@ def bench_figure(folder, args, cache):
                 if best is None or float(r["tflops"]) > float(best["tflops"]):
                     best = r
         except (KeyError, TypeError, ValueError):
-            raise SourceError(f"h200.json has a result without the usual fields: {r!r:.120}")
+            raise SourceError(f"{name} has a result without the usual fields: {r!r:.120}")
     if best is None:
-        raise SourceError(f"h200.json has no {impl} {kind} result for {dtype} d={d} {mask} "
+        raise SourceError(f"{name} has no {impl} {kind} result for {dtype} d={d} {mask} "
                           f"N={n}")
     if field == "ms":
         return float(best["median_ms"])
@@ -304,7 +322,7 @@ def span_figure(folder, args, cache):
     """The least or the greatest, over the lengths N measured from NLO to NHI (and over
     every head dim and mask listed, joined by +), of IMPL's TFLOP/s or of the ratio IMPL/PEER,
     each figure taken at one decimal as bench: takes it."""
-    kind, args = _pass(args)
+    kind, name, args = _pass(args)
     if len(args) != 6 or args[5] not in ("min", "max") or "-" not in args[4]:
         raise SourceError("expected span:[backward:]DTYPE:D[+D]:MASK[+MASK]:IMPL[/PEER]:"
                           "NLO-NHI:min|max")
@@ -314,23 +332,19 @@ def span_figure(folder, args, cache):
         raise SourceError(f"span: {ns!r} is not a range of lengths NLO-NHI")
     impl, _, peer = impls.partition("/")
     peer, _, peer_dtype = peer.partition("@")  # PEER@DTYPE: the peer in another dtype
-    if "bench" not in cache:
-        try:
-            cache["bench"] = json.loads(_read(folder, "h200.json")).get("results", [])
-        except ValueError as e:
-            raise SourceError(f"h200.json is not JSON: {e}")
-    lengths = sorted({int(r["n_q"]) for r in cache["bench"]
+    lengths = sorted({int(r["n_q"]) for r in _bench_records(folder, name, cache)
                       if str(r.get("impl")) == impl and str(r.get("pass", "forward")) == kind
                       and int(lo) <= int(r["n_q"]) <= int(hi)})
     if not lengths:
-        raise SourceError(f"h200.json has no {impl} {kind} result with {lo} <= N <= {hi}")
+        raise SourceError(f"{name} has no {impl} {kind} result with {lo} <= N <= {hi}")
+    word = kind if name == BENCH_FILE else f"{kind}@{name}"  # bench:'s pass word, same file
     values = []
     for d in ds.split("+"):
         for mask in masks.split("+"):
             for n in lengths:
-                a = bench_figure(folder, [kind, dtype, d, mask, impl, str(n)], cache)
+                a = bench_figure(folder, [word, dtype, d, mask, impl, str(n)], cache)
                 if peer:
-                    b = bench_figure(folder, [kind, peer_dtype or dtype, d, mask, peer, str(n)],
+                    b = bench_figure(folder, [word, peer_dtype or dtype, d, mask, peer, str(n)],
                                      cache)
                     values.append(a / b)
                 else:

@@ -10,11 +10,14 @@ Registered in ctest as conventions/quoted_figures_tool. What it checks:
      the page writes them; a calc: figure from its sources); --check passes afterwards.
      The benchmark (best over layouts, its time and memory, a range over lengths) and the
      cells of Markdown results tables (one table named when two hold the same cell) too;
-     a backward record is seen by bench:backward: markers alone, never by a forward one.
+     a backward record is seen by bench:backward: markers alone, never by a forward one;
+     bench:backward@FILE: and span:backward@FILE: read a run kept apart in FILE (IMPL and
+     PEER both), beside markers of h200.json on the same page.
   3. A tour that gains a column (a dtype column before "what it teaches") gives the same
      figures: columns are found by their header.
   4. A tour whose rows no longer match their header, and a marker naming a step, a column or
-     a file that does not exist, fail --check loudly, naming the place.
+     a file that does not exist, fail --check loudly, naming the place; so does a PASS@FILE
+     whose FILE is empty, has a folder in it (even one that exists) or is missing.
 
 Exit status 0 when every check holds, 1 otherwise (each failure printed). Standard library.
 """
@@ -91,6 +94,41 @@ BENCH = {"results": [
      "causal": False, "batch": 4, "heads_q": 32, "heads_kv": 32, "n_q": n, "n_kv": n,
      "layout": "bnhd", "median_ms": ms, "tflops": tf, "extra_device_bytes": 4194304}
     for n, ms, tf in ((1024, 0.5, 88.04), (4096, 7.0, 99.94))]}
+
+# A run kept apart (bench:backward@h200-backward-old.json:…): the same impl as h200.json's
+# backward records with other figures, and a deterministic mode that h200.json lacks.
+OLD_RUN_FILE = "h200-backward-old.json"
+OLD_RUN = {"commit": "0000000", "results": [
+    {"pass": "backward", "impl": impl, "dtype": "fp32", "d": 64, "causal": False, "batch": 4,
+     "heads_q": 32, "heads_kv": 32, "n_q": n, "n_kv": n, "layout": "bnhd", "median_ms": ms,
+     "tflops": tf, "extra_device_bytes": extra}
+    for impl, n, ms, tf, extra in (
+        ("04_flash_attention", 1024, 0.6, 70.04, 4194304),
+        ("04_flash_attention", 4096, 8.0, 80.04, 4194304),
+        ("04_flash_attention+deterministic", 1024, 0.7, 63.04, 1073741824),
+        ("04_flash_attention+deterministic", 4096, 10.0, 64.04, 3221225472))]}
+
+OLD = "backward@" + OLD_RUN_FILE + ":fp32:64:full:04_flash_attention"
+OLD_PAGE = f"""# Kept apart
+
+Then: <!--bench:{OLD}:4096-->1.0 TFLOP/s in <!--bench:{OLD}:4096:ms-->1.0 ms, extra
+<!--bench:{OLD}+deterministic:4096:extra-->1.0 MiB deterministic, ratio
+<!--calc:[bench:{OLD}+deterministic:4096]/[bench:{OLD}:4096]-->1.00×, from
+<!--span:{OLD}+deterministic/04_flash_attention:1024-4096:min-->1.00 to
+<!--span:{OLD}+deterministic/04_flash_attention:1024-4096:max-->1.00×, over
+<!--span:{OLD}:1024-4096:min-->1.0 to <!--span:{OLD}:1024-4096:max-->1.0; now
+<!--bench:backward:fp32:64:full:04_flash_attention:4096-->1.0.
+"""
+
+OLD_FILLED = [
+    f"<!--bench:{OLD}:4096-->80.0 TFLOP/s",
+    f"<!--bench:{OLD}:4096:ms-->8.0 ms",
+    f"<!--bench:{OLD}+deterministic:4096:extra-->3.0 GiB deterministic",
+    ":4096]-->0.80×, from",
+    "1024-4096:min-->0.80 to", "1024-4096:max-->0.90×, over",
+    f"<!--span:{OLD}:1024-4096:min-->70.0 to <!--span:{OLD}:1024-4096:max-->80.0; now",
+    "<!--bench:backward:fp32:64:full:04_flash_attention:4096-->99.9.",
+]
 
 PROFILE = """# profiles
 
@@ -286,6 +324,22 @@ def main():
         rc, out = run(results, bench_page, check=True)
         expect(rc == 0, f"--check after filling exits 0 (got {rc}):\n{out}")
 
+        # 2e. a run kept apart: bench:backward@FILE: and span:backward@FILE: read FILE, the
+        # markers of h200.json on the same page still read h200.json
+        with open(os.path.join(results, OLD_RUN_FILE), "w", encoding="utf-8") as f:
+            json.dump(OLD_RUN, f)
+        write(bench_page, OLD_PAGE)
+        rc, out = run(results, bench_page, check=True)
+        expect(rc == 1 and f"<!--bench:{OLD}:4096--> quotes 1.0, the results say 80.0" in out,
+               f"a stale figure of a run kept apart fails --check, named:\n{out}")
+        rc, out = run(results, bench_page, check=False)
+        filled = read(bench_page)
+        expect(rc == 0, f"filling the page of a run kept apart exits 0 (got {rc}):\n{out}")
+        for piece in OLD_FILLED:
+            expect(piece in filled, f"the page of a run kept apart has {piece!r}:\n{filled}")
+        rc, out = run(results, bench_page, check=True)
+        expect(rc == 0, f"--check after filling from a run kept apart exits 0 (got {rc}):\n{out}")
+
         write(bench_page, "# Page\n\nBoth: <!--md:ring.md:64:ms-->1.0 ms.\n")
         rc, out = run(results, bench_page, check=True)
         expect(rc == 1 and "2 cells in row '64'" in out,
@@ -298,6 +352,8 @@ def main():
         expect(rc == 1 and "h200-tour.txt line 9" in out and "format changed" in out,
                f"a row that no longer matches its header fails, naming the line:\n{out}")
         write(os.path.join(results, "h200-tour.txt"), TOUR)
+        with open(os.path.join(tmp, "outside.json"), "w", encoding="utf-8") as f:
+            json.dump(BENCH, f)
         for marker, reason in (("<!--tour:1:09_missing:ms-->1.0", "has no row 09_missing"),
                                ("<!--tour:1:04_flash_attention:watts-->1.0",
                                 "unknown tour column 'watts'"),
@@ -308,7 +364,21 @@ def main():
                                 "cannot read"),
                                ("<!--tour:1:04_flash_attention:ms-->", "no figure right after"),
                                ("<!--bench:backward:fp32:64:full:cublas_baseline:4096-->1.0",
-                                "no cublas_baseline backward result")):
+                                "no cublas_baseline backward result"),
+                               # PASS@FILE: a file of the results folder named without a folder;
+                               # ../outside.json exists (a copy of h200.json) and is refused
+                               ("<!--bench:backward@../outside.json:fp32:64:full:"
+                                "04_flash_attention:4096-->99.9",
+                                "backward@../outside.json: after @ a .json file of the results "
+                                "folder, named without a folder"),
+                               ("<!--span:backward@sub/h200.json:fp32:64:full:"
+                                "04_flash_attention:1024-4096:max-->99.9",
+                                "backward@sub/h200.json: after @ a .json file"),
+                               ("<!--bench:backward@:fp32:64:full:04_flash_attention:4096-->99.9",
+                                "backward@: after @ a .json file"),
+                               ("<!--bench:backward@h200-backward-none.json:fp32:64:full:"
+                                "04_flash_attention:4096-->99.9",
+                                "h200-backward-none.json: No such file")):
             write(page, f"# Page\n\nA figure: {marker} here.\n")
             rc, out = run(results, page, check=True)
             expect(rc == 1 and f"{page}:3:" in out and reason in out,

@@ -15,7 +15,7 @@
 //     computed (flash_bwd_kernel.cuh).
 //   * dQ: fp32 atomics (red.global.add.f32) into a workspace accumulator, converted to the
 //     problem's dtype (times the softmax scale) by a last kernel. dK and dV: written once.
-//   * The step runs a second main kernel where a block may have its shared memory (163 KB at
+//   * The step runs a second main kernel where a block may have its shared memory (196 KB at
 //     d = 128, 166 KB at d = 64): FlashAttention-2's 2-D warp layouts, a layout per product,
 //     P and dS both through shared memory (flash_bwd_2d.cuh); the one above, which chapter 11
 //     builds, elsewhere.
@@ -57,18 +57,21 @@
 //                                                                       252 / 255
 //   64   1-D, 64 × 128 (fallback)     1 barrier, v2, m, c, f  119 KB    236 / 246,       none
 //                                                                       237 / 243
-//   128  2-D, 64 × 128                fa2ufz: m, c, f, unr.   163 KB    253 / 254 (fp16  none
-//                                                                       255), 249 / 255
+//   128  2-D, 64 × 128                fa2ufzuc: m, c, f,      196 KB    250 / 255,       8 bytes
+//                                     unr., dQ unr., dQ by                251 / 255        (causal
+//                                     tensor reductions                                    determ.)
 //   128  1-D, 32 × 128 (fallback)     1 barrier, v2           126.5 KB  245 / 255        none
 //
 // (m: no selects on mask-free tiles; c: the deterministic mode compiled, a kernel per mode;
-// f: P's exp2 flushing subnormals, kFastExp2; unr.: the S/dP k loop unrolled.
+// f: P's exp2 flushing subnormals, kFastExp2; unr.: the S/dP k loop unrolled; dQ unr.: the dQ
+// k loop unrolled; dQ by tensor reductions: flash_bwd_2d.cuh's kDqBulk = 3, sm_90.
 // kernel_traits.cuh, BwdConfig: the fallbacks run where a block cannot have the 2-D kernel's
 // shared memory; kTunedBwd = false gives back the configuration first measured, the 1-D kernel at
 // 64 × 128 and 32 × 128 with no switch, 101 and 116.5 KB, 240 / 245 and 244 / 255 registers),
 // and the D and convert kernels 30 and 28 registers. One CTA per SM. Both main kernels are at
 // the edge at d = 128: kernel_traits.cuh (the 1-D kernel) and variants/variants_d128_2d.cu
-// (rows fa2uf, fa2ufz) say what it took to keep them free of spills.
+// (rows fa2uf, fa2ufz, fa2ufzu) say what it took to keep them free of spills; the causal
+// deterministic kernel at d = 128 spills 8 bytes.
 //
 // Compile one file alone, with its register counts:
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -gencode arch=compute_90,code=sm_90 -I.

@@ -1,10 +1,13 @@
 // flash_bwd_2d.cuh — step 11's backward with FlashAttention-2's two-dimensional warp layouts:
 // the step's main kernel at both head dims (BwdConfig<d, ·>::Traits, kernel_traits.cuh: the
-// switches of bin/variants_11's row "fa2ufz" at d = 128, and FlashAttention-2's d = 64 layouts
-// with the same switches, row "fa2d64", at d = 64: the fastest it measured) wherever a block
-// may have its 163 KB (d = 128) or 166 KB (d = 64) of shared memory. bin/variants_11 also runs
-// it with the other switches of Bwd2dTraits (rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc") and
-// other layouts at d = 64 (rows "fa2d64s2", "fa2d64m64").
+// switches of bin/variants_11's row "fa2ufzuc" at d = 128, and FlashAttention-2's d = 64
+// layouts with fa2ufz's switches, row "fa2d64", at d = 64: the fastest it measured with its
+// tests run) wherever a block may have its 196 KB (d = 128) or 166 KB (d = 64) of shared
+// memory. bin/variants_11 also runs it with the other switches of Bwd2dTraits (rows "fa2",
+// "fa2q", "fa2m", "fa2u", "fa2mc", "fa2uf", "fa2ufz"; the dQ product's: "fa2ufzr", "fa2ufzu",
+// "fa2ufzru", "fa2ufzb", "fa2ufzub", "fa2ufzut", and at d = 64 "fa2d64r", "fa2d64u",
+// "fa2d64b", "fa2d64ub", "fa2d64t", "fa2d64c") and other layouts at d = 64 (rows "fa2d64s2",
+// "fa2d64m64").
 //
 // The kernel chapter 11 builds (flash_bwd_kernel.cuh; the step's fallback on a device with
 // less shared memory per block) gives each of its 8 warps 16 keys and computes
@@ -58,9 +61,10 @@
 //
 // Shared memory (d = 128, kBlockM = 64, kBlockN = 128): K, V 2 · 32 KB (whole kernel); Q, dO
 // double-buffered 2 · 2 · 16 KB (cp.async); P and dS 2 · 64 · 272 B = 34 KB; L and D of both
-// stages 1 KB: 163 KB. Two barriers per Q tile: one at its start (this tile's copies have
-// landed; every warp is done with the previous tile's P, dS and stage), one after P and dS
-// are written (the causal diagonal's __syncthreads_or stands in for it).
+// stages 1 KB: 163 KB; with kDqBulk = 3 (the step's) each warp's 32 × 32 of dQ staged, 32 KB
+// and 1 KB of alignment slack: 196 KB. Two barriers per Q tile: one at its start (this tile's
+// copies have landed; every warp is done with the previous tile's P, dS and stage), one after P and
+// dS are written (the causal diagonal's __syncthreads_or stands in for it).
 //
 // Shared-memory bytes per warp and Q tile, against FLOPs (step 11's count, kernel_traits.cuh):
 //   S, dP     A: Q, dO 2 · 32 · 128 · 2 = 16 KB; B: K, V 2 · 32 · 128 · 2 = 16 KB   0.52 MFLOP
@@ -126,10 +130,38 @@ namespace fa::step11 {
 ///   kSWarpsM     warps along S's and dP's rows (AtomLayoutMSdP); along their keys the rest
 ///   kKvWarpsM    warps along dK's and dV's keys (AtomLayoutNdKV); along their dims the rest
 ///   kQWarpsM     warps along dQ's rows (AtomLayoutMdQ); along its dims the rest
+/// and two more switches of the dQ product, off by default (their defaults, false and 2, are
+/// given by the declaration in kernel_traits.cuh, which BwdConfig names before this file is
+/// read):
+///   kDqRed       each dQ pair added by inline PTX red.global.add.v2.f32 (no result) instead
+///                of atomicAdd on a float2, which nvcc writes as atom.global.add.v2.f32 with
+///                two result registers that nothing reads (ptxas for sm_90 makes both REDG)
+///   kDqUnroll    the k loop of dQ (kBlockN / 16 = 8 steps) unrolled by 2 (a loop of 4 trips
+///                with a back-edge) or by kBlockN / 16 (no loop); fully unrolled, its first
+///                step's mmas take C = 0, as kSUnroll's, so the accumulators are not zeroed
+///   kDqBulk      dQ added by the copy engine (sm_90), as the step's kDqBulk: each warp stores
+///                its kQRows (32) rows × kQDims dims of dQ (fp32) into a shared-memory area of
+///                its own (rows padded by 16 bytes: the stores conflict-free), and lane r adds
+///                row r with one cp.reduce.async.bulk .add.f32 (kQDims · 4 bytes, 128; rows
+///                past N_q not added). No register waits for a reduction to read it (a REDG's
+///                registers stay held until the L1 has sent all 8 of its rows' requests), and
+///                the L2 sees one request of 4 sectors per row instead of 4 of one sector.
+///                +36 KB of shared memory. The deterministic mode, and a GPU before sm_90,
+///                keep the stores or REDGs above. That is kDqBulk = 1; kDqBulk = 2 sends the
+///                warp's whole 32 × 32 part by ONE tensor reduction (cp.reduce.async.bulk.tensor,
+///                a tensor map of dq_acc in BwdParams: the rows past N_q out of its bounds),
+///                issued by lane 0, the part staged in the map's 128-byte swizzle (4 KB per warp,
+///                1024-byte aligned): a bulk reduction's addresses are uniform registers, so
+///                kDqBulk = 1's 32 per warp are issued one lane at a time. kDqBulk = 3 stages
+///                as 2 but sends all 8 warps' boxes from thread 0 after the NEXT tile's first
+///                barrier: the other warps never wait for a reduction (a warp's wait for its
+///                cp.async copies, at the top of each tile, also waits for its own bulk
+///                groups), and thread 0 waits only until the engine has read the area, before
+///                the next tile's P/dS barrier
 template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_ = false,
           int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false,
           bool kFastExp2_ = false, int kBlockM_ = 64, int kSWarpsM_ = 2, int kKvWarpsM_ = 4,
-          int kQWarpsM_ = 2>
+          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_, int kDqBulk_>
 struct Bwd2dTraits {
   using Element = Element_;
   using WarpLayout = WarpLayout2d;            // launched as flash_bwd_2d_kernel
@@ -140,6 +172,9 @@ struct Bwd2dTraits {
   static constexpr bool kDetCompiled = kDetCompiled_;
   static constexpr bool kTileCounter = kTileCounter_;
   static constexpr bool kFastExp2 = kFastExp2_;
+  static constexpr bool kDqRed = kDqRed_;
+  static constexpr int kDqUnroll = kDqUnroll_;
+  static constexpr int kDqBulk = kDqBulk_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;  // query rows per Q tile
   static constexpr int kBlockN = 128;       // keys per CTA
@@ -172,6 +207,7 @@ struct Bwd2dTraits {
   static constexpr int kQDims = kHeadDim / kQWarpsN;
   static constexpr int kQMt = kQRows / 16, kQNt = kQDims / 8;
   static constexpr int kKStepsQ = kBlockN / 16;
+  static_assert(kDqUnroll == 2 || kDqUnroll == kKStepsQ, "dQ's k loop by 2 or every step");
 
   // Shared memory: K, V, Q, dO swizzled [rows][kHeadDim] as in the step; P and dS
   // [kBlockM][kBlockN + 8] Elements (rows 272 bytes apart: 8 rows fall in 8 different 16-byte
@@ -191,7 +227,15 @@ struct Bwd2dTraits {
   static constexpr int kOffDs = kOffP + kPBytes;            // [kBlockM][kBlockN + 8]
   static constexpr int kOffL = kOffDs + kPBytes;            // [kStages][kBlockM] fp32
   static constexpr int kOffD = kOffL + kStages * kRowVecBytes;
-  static constexpr int kSmemBytes = kOffD + kStages * kRowVecBytes;
+  // kDqBulk: [kNumWarps][kQRows][kQDims (+ 4)] fp32, each warp's part of the dQ tile. 1: rows
+  // 16-byte aligned, as the bulk reduction's source must be, and padded to 16 bytes apart
+  // modulo 128; 2: rows of 128 bytes in the 128-byte swizzle, each warp's part 1024-byte
+  // aligned (the kernel rounds the area's start up: + 1 KB of slack).
+  static constexpr int kDqRowBytes = (kQDims + (kDqBulk == 1 ? 4 : 0)) * 4;  // 2, 3: 128 bytes
+  static constexpr int kDqWarpBytes = kQRows * kDqRowBytes;
+  static constexpr int kOffDq = kOffD + kStages * kRowVecBytes;
+  static constexpr int kSmemBytes =
+      kOffDq + (kDqBulk ? kNumWarps * kDqWarpBytes : 0) + (kDqBulk >= 2 ? 1024 : 0);
 
   static_assert(sizeof(Element) == 2, "16-bit elements only");
   static_assert(kHeadDim == 64 || kHeadDim == 128,
@@ -215,6 +259,12 @@ struct Bwd2dTraits {
                 "copy passes of whole swizzle periods");
   static_assert(kBlockM % (kNumThreads / kChunksPerRow) == 0, "Q tiles copy in whole passes");
   static_assert(kBlockM <= kNumThreads, "one thread per row copies L and D");
+  static_assert(kDqBulk < 2 || (kQDims * 4 == 128 && kDqWarpBytes % 1024 == 0),
+                "kDqBulk = 2, 3: boxes of 128-byte rows (the 128-byte swizzle's width), whole "
+                "swizzle periods of 8 rows per warp");
+  static_assert(kDqBulk != 1 || (kQRows == 32 && kOffDq % 16 == 0 && (kDqRowBytes / 4) % 32 == 4),
+                "kDqBulk: one row per lane, 16-byte aligned rows 16 bytes apart modulo 128 (a "
+                "warp's 8 rows × 32 bytes of one store in distinct banks)");
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have (sm_90)");
 
   /// \brief Byte offset of chunk `chunk` of row `row` of a K, V, Q or dO tile (the step's).
@@ -297,6 +347,30 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // per Q tile to both: an STG predicated on the mode, issued with its predicate off when the
   // mode is off, then a predicated branch around the REDG.
   auto deterministic = [&] { return Traits::kDetCompiled ? Deterministic : p.deterministic; };
+  // kDqBulk: dQ added by bulk reductions from shared memory (sm_90 only; before it, and in the
+  // deterministic mode, the stores or REDGs of the other switches).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kBulk = Traits::kDqBulk;
+#else
+  constexpr int kBulk = 0;
+#endif
+  // kDqBulk = 2, 3: the staging area's start rounded up to 1024 bytes (the swizzle's period).
+  const uint32_t s_dq_area = (s0 + Traits::kOffDq + 1023) & ~1023u;
+  // kDqBulk = 3: the head and first row of the Q tile whose dQ is staged and not yet sent
+  // (pend_h < 0: none), the same in every thread; thread 0 sends every warp's box.
+  int pend_h = -1, pend_i0 = 0;
+  auto send_staged_dq = [&] {
+    if (tid == 0 && pend_h >= 0) {
+#pragma unroll
+      for (int w = 0; w < Traits::kNumWarps; ++w)
+        tma_reduce_add_3d(&p.dq_map, s_dq_area + w * Traits::kDqWarpBytes,
+                          Traits::kQDims * (w % Traits::kQWarpsN),
+                          pend_i0 + Traits::kQRows * (w / Traits::kQWarpsN),
+                          b * p.heads_q + pend_h);
+      bulk_commit();
+    }
+    pend_h = -1;
+  };
 
   // The Q tiles this CTA visits: for each query head of the group, the tiles from the one
   // holding the first row that sees key j0 to the last (the step's order, no stagger).
@@ -387,6 +461,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // P and dS); then the next tile's copies go to the other stage.
     cp_async_wait<0>();
     __syncthreads();
+    if constexpr (kBulk == 3) send_staged_dq();  // the last tile's dQ, staged before the barrier
     if (it + 1 < visits) {
       if constexpr (Traits::kTileCounter)
         load_q_tile_async(h_next, i0_next, (it + 1) % Traits::kStages);
@@ -514,6 +589,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     else
       p_ds(std::true_type{});
 
+    // kDqBulk = 3: the engine has read the staged dQ before any warp stages this tile's.
+    if constexpr (kBulk == 3)
+      if (tid == 0) bulk_wait_read<0>();
+
     // P and dS are published. On a tile that hides a pair, the same barrier asks whether an
     // input holds an inf or a NaN (the exact path).
     bool exact = false;
@@ -559,14 +638,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       // ---- dQ_acc += dS K: the warp's kQRows rows × kQDims dims ----------------------------
       auto dq = [&]() {
         float acc_dq[kQMt][kQNt][4];
-#pragma unroll
-        for (int mt = 0; mt < kQMt; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < kQNt; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc_dq[mt][nt][e] = 0.f;
-#pragma unroll 2
-        for (int kk = 0; kk < Traits::kKStepsQ; ++kk) {  // 16 keys per step
+        // One k16 step (16 keys): kQMt + kQNt / 2 ldmatrix.x4 and 2 · kQMt · (kQNt / 2) mmas
+        // (d = 128: 4 and 8). kZeroC: the first step, with C = 0, as in s_dp_step.
+        auto dq_step = [&](int kk, auto zero_c) {
+          constexpr bool kZeroC = decltype(zero_c)::value;
+          auto mma = [](float(&c)[4], const uint32_t(&a)[4], uint32_t b0, uint32_t b1) {
+            if constexpr (kZeroC)
+              mma_m16n8k16_zero_c<Element>(c, a, b0, b1);
+            else
+              mma_m16n8k16<Element>(c, a, b0, b1);
+          };
           uint32_t a[kQMt][4];
 #pragma unroll
           for (int mt = 0; mt < kQMt; ++mt)
@@ -577,35 +658,117 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
             ldmatrix_x4_trans(bk, sK + kk * 16 * kRowBytes + (bt_lane ^ (32 * (q_d / 16 + dp2))));
 #pragma unroll
             for (int mt = 0; mt < kQMt; ++mt) {
-              mma_m16n8k16<Element>(acc_dq[mt][2 * dp2], a[mt], bk[0], bk[1]);
-              mma_m16n8k16<Element>(acc_dq[mt][2 * dp2 + 1], a[mt], bk[2], bk[3]);
+              mma(acc_dq[mt][2 * dp2], a[mt], bk[0], bk[1]);
+              mma(acc_dq[mt][2 * dp2 + 1], a[mt], bk[2], bk[3]);
             }
           }
+        };
+        if constexpr (Traits::kDqUnroll == Traits::kKStepsQ) {
+          // kDqUnroll: the kKStepsQ steps (8) unrolled: no counter, compare or back-edge, each
+          // step's ldmatrix addresses constants apart, and no zeroing of the 32 accumulators.
+          dq_step(0, std::true_type{});
+#pragma unroll
+          for (int kk = 1; kk < Traits::kKStepsQ; ++kk) dq_step(kk, std::false_type{});
+        } else {
+#pragma unroll
+          for (int mt = 0; mt < kQMt; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < kQNt; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc_dq[mt][nt][e] = 0.f;
+#pragma unroll 2
+          for (int kk = 0; kk < Traits::kKStepsQ; ++kk)  // 16 keys per step
+            dq_step(kk, std::false_type{});
         }
-        // Two neighbouring floats per atomic (red.global.add.v2.f32, sm_90), as the step's p2;
-        // deterministic: plain stores into this CTA's slab.
+        if (kBulk >= 2 && !deterministic()) {
+          // kDqBulk = 2: the warp's kQRows rows × 32 dims into its own 4 KB, 16-byte chunk c of
+          // row r at chunk c ^ (r % 8) (the map's 128-byte swizzle; r % 8 = g), then one tensor
+          // reduction of the whole box by lane 0, which first waits until its reduction of the
+          // last tile has read the area.
+          const uint32_t s_dq = s_dq_area + warp * Traits::kDqWarpBytes;
+          if (kBulk == 2) {
+            if (lane == 0) bulk_wait_read<0>();
+            __syncwarp();
+          }
 #pragma unroll
-        for (int mt = 0; mt < kQMt; ++mt)
+          for (int mt = 0; mt < kQMt; ++mt)
 #pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int row = q_m + 16 * mt + g + 8 * hh;
-            if (i0 + row >= p.n_q) continue;
+            for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-            for (int nt = 0; nt < kQNt; ++nt) {
-              float* at = dq_rows + row * kHeadDim + q_d + 8 * nt + 2 * t;
-              const float v0 = acc_dq[mt][nt][2 * hh], v1 = acc_dq[mt][nt][2 * hh + 1];
-              if (deterministic()) {
-                *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
-              } else {
+              for (int nt = 0; nt < kQNt; ++nt)
+                st_shared_f32x2(
+                    s_dq + (16 * mt + g + 8 * hh) * 128 + 16 * ((2 * nt + t / 2) ^ g) + 8 * (t % 2),
+                    acc_dq[mt][nt][2 * hh], acc_dq[mt][nt][2 * hh + 1]);
+          fence_proxy_async_shared();  // this lane's stores, before the engine reads them
+          if (kBulk == 3) {            // sent by thread 0 after the next barrier
+            pend_h = h;
+            pend_i0 = i0;
+          } else {
+            __syncwarp();
+            if (lane == 0) {
+              tma_reduce_add_3d(&p.dq_map, s_dq, q_d, i0 + q_m, b * p.heads_q + h);
+              bulk_commit();
+            }
+          }
+        } else if (kBulk == 1 && !deterministic()) {
+          // kDqBulk = 1: the warp's kQRows rows × kQDims dims into its own staging area; lane r
+          // then adds row r with one bulk reduction. Before the stores, each lane waits until
+          // its reduction of the last tile has read the area.
+          const uint32_t s_dq = s0 + Traits::kOffDq + warp * Traits::kDqWarpBytes;
+          bulk_wait_read<0>();
+          __syncwarp();
+#pragma unroll
+          for (int mt = 0; mt < kQMt; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+              for (int nt = 0; nt < kQNt; ++nt)
+                st_shared_f32x2(
+                    s_dq + (16 * mt + g + 8 * hh) * Traits::kDqRowBytes + 4 * (8 * nt + 2 * t),
+                    acc_dq[mt][nt][2 * hh], acc_dq[mt][nt][2 * hh + 1]);
+          fence_proxy_async_shared();  // this lane's stores, before the engine reads them
+          __syncwarp();
+          // Row q_m + lane: 16-byte aligned at both ends (dq_acc's rows are kHeadDim floats,
+          // q_d a multiple of 32). Rows past N_q are not added.
+          if (i0 + q_m + lane < p.n_q) {
+            bulk_reduce_add_f32(dq_rows + (q_m + lane) * kHeadDim + q_d,
+                                s_dq + lane * Traits::kDqRowBytes, Traits::kQDims * 4);
+            bulk_commit();
+          }
+        } else {
+          // Two neighbouring floats per atomic (sm_90), as the step's p2; deterministic: plain
+          // stores into this CTA's slab. atomicAdd on a float2 is written by nvcc as
+          // atom.global.add.v2.f32 with two result registers, which nothing reads: ptxas (sm_90)
+          // emits a REDG for it, as for kDqRed's red.global.add.v2.f32 (no result): 16 per warp
+          // and Q tile at either d, nothing returned from the L2.
+#pragma unroll
+          for (int mt = 0; mt < kQMt; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int row = q_m + 16 * mt + g + 8 * hh;
+              if (i0 + row >= p.n_q) continue;
+#pragma unroll
+              for (int nt = 0; nt < kQNt; ++nt) {
+                float* at = dq_rows + row * kHeadDim + q_d + 8 * nt + 2 * t;
+                const float v0 = acc_dq[mt][nt][2 * hh], v1 = acc_dq[mt][nt][2 * hh + 1];
+                if (deterministic()) {
+                  *reinterpret_cast<float2*>(at) = make_float2(v0, v1);
+                } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));
+                  if constexpr (Traits::kDqRed)
+                    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(at), "f"(v0),
+                                 "f"(v1)
+                                 : "memory");
+                  else
+                    atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));
 #else
-                atomicAdd(at, v0);
-                atomicAdd(at + 1, v1);
+                  atomicAdd(at, v0);
+                  atomicAdd(at + 1, v1);
 #endif
+                }
               }
             }
-          }
+        }
       };
       if constexpr (Traits::kDqFirst) {
         dq();
@@ -647,6 +810,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       exact_dq_2d<Traits, IsCausal>(p, smem, dq_rows, i0, j0);
     }
   }
+
+  // kDqBulk = 3: the last tile's dQ, once every warp has staged it. kDqBulk: the CTA's shared
+  // memory must outlive the reductions that read it.
+  if constexpr (kBulk == 3) {
+    __syncthreads();
+    send_staged_dq();
+  }
+  if (kBulk) bulk_wait<0>();
 
   // ---- dK = scale · dK, dV: through shared memory (the K and V tiles, once every warp is
   // done reading them), then 16-byte stores of whole rows ------------------------------------

@@ -2,6 +2,7 @@
 // the kernels' parameters, and the one function each instantiation file provides.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -41,6 +42,9 @@ struct BwdParams {
   float scale_log2;  // scale · log2(e): P = exp2(S · scale_log2 − L · log2(e))
   bool causal;
   bool deterministic;  // Problem::deterministic: dQ from per-CTA slabs, no atomics
+  // Bwd2dTraits with kDqBulk = 2 or 3 (launch_flash_bwd_main fills it in): the tensor map of
+  // dq_acc, in boxes of one warp's part of a dQ tile (flash_bwd_2d.cuh). Zero otherwise.
+  CUtensorMap dq_map;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -177,9 +181,11 @@ struct BwdParams {
 // That kernel alone was level without the causal mask (row fa2, 0.98 × this kernel's
 // 64 × 128) and, with the per-tile instructions it issued beyond FlashAttention-2's removed
 // (row fa2uf), 1.08–1.19 × it, and 1–2% more with P's exp2 flushing subnormals (row fa2ufz,
-// docs/results/h200-variants-11-c6aff73.md). It is the step's kernel at d = 128 (BwdConfig<128>),
-// where a block may have its 163 KB. At d = 64 this kernel with the same kind of switches
-// gained 1.02–1.07 × (rows b1p2mc, b1p2mcz), and then the 2-D kernel in FlashAttention-2's
+// docs/results/h200-variants-11-c6aff73.md), then 1.04–1.05 × with dQ's k loop unrolled (row
+// fa2ufzu) and 1.04 × that with dQ sent by tensor reductions (row fa2ufzuc,
+// docs/results/h200-variants-11-d91d3f9.md). It is the step's kernel at d = 128
+// (BwdConfig<128>), where a block may have its 196 KB. At d = 64 this kernel with the same kind of
+// switches gained 1.02–1.07 × (rows b1p2mc, b1p2mcz), and then the 2-D kernel in FlashAttention-2's
 // d = 64 layouts (128-row tiles, 166 KB) ran 1.11–1.22 × that (row fa2d64): it is the step's
 // at d = 64 too, and this kernel the fallback at both d where a block cannot have that much.
 // ---------------------------------------------------------------------------------------------
@@ -332,23 +338,26 @@ struct BwdTraits {
 };
 
 /// \brief The kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh,
-/// which defines it and gives the defaults): declared here so that BwdConfig can name it.
+/// which defines it and gives the defaults of the first twelve parameters): declared here so
+/// that BwdConfig can name it. The last three (kDqRed, kDqUnroll, kDqBulk: switches of the dQ
+/// product, flash_bwd_2d.cuh) take their defaults here, so that BwdConfig's twelve arguments
+/// name the configuration they named before the three were added.
 template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kSUnroll_,
           bool kDetCompiled_, bool kTileCounter_, bool kFastExp2_, int kBlockM_, int kSWarpsM_,
-          int kKvWarpsM_, int kQWarpsM_>
+          int kKvWarpsM_, int kQWarpsM_, bool kDqRed_ = false, int kDqUnroll_ = 2, int kDqBulk_ = 0>
 struct Bwd2dTraits;
 
 /// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11
 /// measured fastest (docs/results/h200-variants-11-*.md) — at both d the kernel with
 /// FlashAttention-2's 2-D warp layouts (flash_bwd_2d.cuh), its S/dP loop unrolled, no selects
 /// on the Q tiles that need no mask, the deterministic mode compiled per mode, the tiles
-/// counted and P's exp2 flushing subnormals (rows fa2ufz at d = 128, fa2d64 at d = 64, with
-/// 128-row tiles); where a block cannot have its shared memory, this file's kernel with one
-/// barrier per Q tile, dQ's atomics in pairs and, at d = 64, the same switches (row b1p2mcz).
-/// false: the
-/// configuration chapter 11 builds first (64 × 128 at d = 64, 32 × 128 at d = 128, this kernel
-/// with every switch off; bin/variants_11's row r, the baseline its table times the others
-/// against). Both pass the same tests.
+/// counted and P's exp2 flushing subnormals, and at d = 128 dQ's k loop unrolled and dQ sent
+/// by tensor reductions (rows fa2ufzuc at d = 128, fa2d64 at d = 64, with 128-row tiles); where a
+/// block cannot have its shared memory, this file's kernel with one barrier per Q tile, dQ's
+/// atomics in pairs and, at d = 64, the same switches (row b1p2mcz). false: the configuration
+/// chapter 11 builds first (64 × 128 at d = 64, 32 × 128 at d = 128, this kernel with every switch
+/// off; bin/variants_11's row r, the baseline its table times the others against). Both pass the
+/// same tests.
 constexpr bool kTunedBwd = true;
 
 /// \brief The tiles and switches per head dim; both masks and dtypes use them. `Traits` runs
@@ -372,17 +381,17 @@ struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 
       Traits>;
 };
 template <class Element>
-struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 163 KB smem
-  // Every argument given (the defaults are flash_bwd_2d.cuh's): fa2ufz, FlashAttention-2's
-  // d = 128 layouts (64 rows; S, dP 2 warps along the rows, dK, dV 4 along the keys, dQ 2
-  // along the rows).
-  using Traits =
-      std::conditional_t<kTunedBwd,
-                         Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64, 2, 4, 2>,
-                         BwdTraits<128, 32, 128, Element>>;
+struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 196 KB smem
+  // fa2ufzuc, FlashAttention-2's d = 128 layouts (64 rows; S, dP 2 warps along the rows, dK,
+  // dV 4 along the keys, dQ 2 along the rows) with dQ's k loop unrolled (kDqUnroll = 8) and
+  // dQ sent by tensor reductions a tile later (kDqBulk = 3, sm_90; the REDGs before it).
+  using Traits = std::conditional_t<
+      kTunedBwd,
+      Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64, 2, 4, 2, false, 8, 3>,
+      BwdTraits<128, 32, 128, Element>>;
   // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
-  // blocks cannot have the 2-D kernel's 163 KB (an A100's limit is exactly 163 KB; one with
-  // less than 126.5 KB is refused by check_device).
+  // blocks cannot have the 2-D kernel's 196 KB (an A100, whose limit is 163 KB; one with less
+  // than 126.5 KB is refused by check_device).
   using Fallback =
       std::conditional_t<kTunedBwd, BwdTraits<128, 32, 128, Element, 1, true, true>, Traits>;
 };

@@ -249,6 +249,18 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* gmem, uint32_t smem_a
       : "memory");
 }
 
+/// \brief The box of `map` at (x, y, z) += the fp32 values at smem_addr (the box's bytes in
+/// the map's swizzle), by the copy engine: a tensor reduction, one instruction for the whole
+/// box (Bwd2dTraits' kDqBulk = 2). `map`: the address of a __grid_constant__ parameter's map.
+__device__ __forceinline__ void tma_reduce_add_3d(const void* map, uint32_t smem_addr, int x, int y,
+                                                  int z) {
+  FA_STEP11_BULK_ASM(
+      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], "
+      "[%1];\n" ::"l"(map),
+      "r"(smem_addr), "r"(x), "r"(y), "r"(z)
+      : "memory");
+}
+
 /// \brief Closes the group of bulk operations issued by this thread since the last commit.
 __device__ __forceinline__ void bulk_commit() {
   FA_STEP11_BULK_ASM("cp.async.bulk.commit_group;\n" ::: "memory");

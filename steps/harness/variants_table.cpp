@@ -177,6 +177,15 @@ int run_main(const Table& table, int argc, char** argv) try {
                  "does (docs/conventions.md, Timing); 0 = back to back")
       ->check(cli::int_range(0))
       ->capture_default_str();
+  std::vector<std::string> only;
+  app.add_option("--variants", only,
+                 "only these rows, by name, comma-separated (default: every row; the registered "
+                 "step's row is left out when this is given)")
+      ->delimiter(',');
+  bool check_only = false;
+  app.add_flag("--check-only", check_only,
+               "check the rows against the double reference and time nothing: exit status 1 if "
+               "one fails");
   app.add_option("--out-md", out_md, "also write the tables to this Markdown file");
   app.add_option("--meta", meta, "a line for the top of the Markdown (GPU, driver, commit)");
   FA_CLI_PARSE(app, argc, argv);
@@ -184,6 +193,16 @@ int run_main(const Table& table, int argc, char** argv) try {
   if (!no_usable_device().empty()) {
     std::cerr << "error: no CUDA device: this program times kernels and needs a GPU\n";
     return 77;
+  }
+  // Every name a row at one of the head dims asked for (the rows are made with the device: each
+  // asks it for its kernel's registers, so this comes after the device check).
+  for (const std::string& name : only) {
+    bool known = false;
+    for (int d : dims)
+      for (const Variant& v : table.variants_for(d)) known = known || v.name == name;
+    if (!known)
+      return cli::refuse("--variants: " + name + " is not a row of " + table.program +
+                         " at the head dims asked for (--d)");
   }
   const DeviceLimits limits = device_limits(0);
   const bool bwd = table.backward;
@@ -195,6 +214,7 @@ int run_main(const Table& table, int argc, char** argv) try {
                              "' is not linked in or has no forward pass");
   }
 
+  bool any_failed = false;  // --check-only
   std::ostringstream md;
   md << "# " << table.title << " (bf16, B·N = 16384, H·d = 2048, [B, N, H, d])\n\n";
   if (!meta.empty()) md << meta << "\n\n";
@@ -221,6 +241,7 @@ int run_main(const Table& table, int argc, char** argv) try {
     const std::vector<Variant> variants = table.variants_for(d);
     std::vector<Row> rows;
     for (const std::string& name : table.steps) {
+      if (!only.empty() || check_only) break;  // the registered step: only in a full table
       const StepInfo* s = find_step(name);
       if (!s || (bwd ? !s->backward : !s->run)) continue;
       if (!bwd && !device_refusal(*s, limits).empty()) continue;
@@ -237,7 +258,9 @@ int run_main(const Table& table, int argc, char** argv) try {
       r.check = "tests";
       rows.push_back(r);
     }
+    int failed = 0;
     for (const Variant& v : variants) {
+      if (!only.empty() && std::find(only.begin(), only.end(), v.name) == only.end()) continue;
       Row r;
       r.variant = &v;
       r.name = v.name;
@@ -249,7 +272,13 @@ int run_main(const Table& table, int argc, char** argv) try {
       const std::string e = check_variant(v, bwd);
       r.check = e.empty() ? "ok" : "FAILS: " + e;
       std::cerr << "d=" << d << " " << v.name << " (" << v.config << "): check " << r.check << "\n";
+      failed += e.empty() ? 0 : 1;
       rows.push_back(r);
+    }
+    if (check_only) {
+      std::cout << "d=" << d << ": " << rows.size() << " rows checked, " << failed << " failed\n";
+      any_failed = any_failed || failed > 0;
+      continue;
     }
 
     std::map<int, HostBackward> host_bwd;  // backward: the host inputs per N
@@ -328,6 +357,7 @@ int run_main(const Table& table, int argc, char** argv) try {
       md << "\n";
     }
   }
+  if (check_only) return any_failed ? 1 : 0;
   if (cli::print_markdown(md.str(), out_md) != 0) return 1;
   return 0;
 } catch (const std::exception& e) {

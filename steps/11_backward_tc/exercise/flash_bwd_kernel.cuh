@@ -41,6 +41,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "../07_flash_attention_2/online_softmax.cuh"  // fast_exp2
@@ -796,6 +797,47 @@ namespace fa::step11 {
 // ---------------------------------------------------------------------------------------------
 // Host side: three launches on one stream, for either main kernel.
 // ---------------------------------------------------------------------------------------------
+/// \brief The tensor map of p.dq_acc for Bwd2dTraits' kDqBulk = 2 and 3: dims (d, N_q, B · H_q)
+/// fp32, strides 4·d and 4·N_q·d bytes ([B, H_q, N_q, d]), boxes of box_cols dims × box_rows rows
+/// of one head, 128-byte swizzle. Rows past N_q fall outside the map: a reduction skips them. The
+/// driver's cuTensorMapEncodeTiled is reached through the runtime, as step 08 does (no libcuda).
+inline CUtensorMap make_dq_tensor_map(const BwdParams& p, int box_cols, int box_rows) {
+  using EncodeTiled =
+      CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static const EncodeTiled encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                cudaEnableDefault, &found));
+#else
+    CUDA_CHECK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found));
+#endif
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr)
+      throw CudaError(cudaErrorSymbolNotFound,
+                      "the CUDA driver does not provide cuTensorMapEncodeTiled (step 11, dQ's "
+                      "tensor reductions)");
+    return reinterpret_cast<EncodeTiled>(fn);
+  }();
+  const cuuint64_t d = static_cast<cuuint64_t>(p.head_dim), n = static_cast<cuuint64_t>(p.n_q);
+  const cuuint64_t dims[3] = {d, n, static_cast<cuuint64_t>(p.batch) * p.heads_q};
+  const cuuint64_t strides[2] = {4 * d, 4 * d * n};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows),
+                             1};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  CUtensorMap map;
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, p.dq_acc, dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw CudaError(cudaErrorInvalidValue,
+                    "cuTensorMapEncodeTiled failed for dQ's accumulator (CUresult " +
+                        std::to_string(static_cast<int>(r)) + ") in step 11");
+  return map;
+}
+
 template <class Traits, bool IsCausal>
 void launch_flash_bwd_main(const BwdParams& p, cudaStream_t stream) {
   using Layout = typename Traits::WarpLayout;
@@ -807,6 +849,15 @@ void launch_flash_bwd_main(const BwdParams& p, cudaStream_t stream) {
   const unsigned n_blocks = (p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN;
   const unsigned bh = p.batch * p.heads_kv;
   const dim3 grid = Traits::kHeavyFirst ? dim3(bh, n_blocks) : dim3(n_blocks, bh);
+  if constexpr (Traits::kDqBulk >= 2) {  // Bwd2dTraits: dQ by tensor reductions
+    if (!p.deterministic) {
+      BwdParams with_map = p;
+      with_map.dq_map = make_dq_tensor_map(p, Traits::kQDims, Traits::kQRows);
+      kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(with_map);
+      CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
   kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }

@@ -76,12 +76,18 @@ Variant make_variant_2d(std::string name, std::string change) {
              std::to_string(T::kNumWarps) + " warps in 2-D layouts (S, dP " +
              grid(T::kSWarpsM, T::kSWarpsN) + "; dK, dV " + grid(T::kKvWarpsM, T::kKvWarpsN) +
              "; dQ " + grid(T::kQWarpsM, T::kQWarpsN) +
-             "), P and dS in shared memory, 1 CTA/SM, 2 barriers/tile, dQ v2 atomics" +
+             "), P and dS in shared memory, 1 CTA/SM, 2 barriers/tile, dQ " +
+             (T::kDqBulk == 3   ? "by tensor reductions a tile later (deterministic: stores)"
+              : T::kDqBulk == 2 ? "by a tensor reduction per warp (deterministic: stores)"
+              : T::kDqBulk == 1 ? "by bulk reductions per row (deterministic: stores)"
+                                : "v2 atomics") +
+             (T::kDqRed ? " (inline red)" : "") +
              (T::kDqFirst ? " before dK, dV" : " after dK, dV") + ", tiles in order" +
              (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
              (T::kSUnroll == T::kKStepsS ? ", S/dP k loop unrolled"
               : T::kSUnroll > 1 ? ", S/dP k loop unrolled by " + std::to_string(T::kSUnroll)
                                 : std::string()) +
+             (T::kDqUnroll == T::kKStepsQ ? ", dQ k loop unrolled" : "") +
              (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
              (T::kTileCounter ? ", tile counters" : "") +
              (T::kFastExp2 ? ", exp2 flushing subnormals" : "");

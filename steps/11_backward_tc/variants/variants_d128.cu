@@ -4,6 +4,8 @@
 // (kernel_traits.cuh, "What limits it", has the arithmetic behind them).
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "make_variant.cuh"
 
 namespace fa::step11 {
@@ -36,9 +38,13 @@ void add_d128_variants(std::vector<Variant>& out) {
   // all: b1 + p2 + s. Predicted 5–15% faster than r.
   out.push_back(
       make_variant<BwdTraits<128, 32, 128, E, 1, true, true, true>>("all", "b1 + p2 + s"));
-  // b1p2: the two analytic wins without the stagger (the step's tiles on a GPU with less than
-  // 183 KB of shared memory per block, kernel_traits.cuh).
-  out.push_back(make_variant<BwdTraits<128, 32, 128, E, 1, true, true, false>>("b1p2", "b1 + p2"));
+  // b1p2: the two analytic wins without the stagger (the step's fallback, BwdConfig<128>::
+  // Fallback, on a GPU whose blocks cannot have the 2-D kernel's 163 KB; ctest's
+  // 11_backward_tc/fallbacks checks it through this row).
+  using B1p2 = BwdTraits<128, 32, 128, E, 1, true, true, false>;
+  static_assert(std::is_same_v<B1p2, BwdConfig<128, E>::Fallback>,
+                "row b1p2 is the step's fallback at d = 128");
+  out.push_back(make_variant<B1p2>("b1p2", "b1 + p2"));
   // m64b1: 64-row Q tiles (FlashAttention-2's kBlockM at d = 128) with one barrier; Sᵀ's and
   // dQ's k loops not unrolled, which keeps it free of spills (183 KB of shared memory). Per
   // warp and Q tile 13.6 FLOPs per byte of shared memory instead of 12.1 (each K and V

@@ -1,7 +1,9 @@
-// variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc" and "fa2uf" of step
-// 11's backward table (bin/variants_11): the kernel with FlashAttention-2's two-dimensional
-// warp layouts (flash_bwd_2d.cuh, the step's at d = 128 in fa2uf's switches) and its switches,
-// bf16, d = 128, described as a Variant by make_variant.cuh's make_variant_2d.
+// variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc", "fa2uf", "fa2ufz",
+// "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb", "fa2ufzub", "fa2ufzut" and "fa2ufzuc" of step 11's
+// backward table
+// (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp layouts
+// (flash_bwd_2d.cuh, the step's at d = 128 in fa2ufz's switches) and its switches, bf16, d = 128,
+// described as a Variant by make_variant.cuh's make_variant_2d.
 #include <cuda_bf16.h>
 
 #include <string>
@@ -109,6 +111,130 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // instructions shorter (2,216 → 2,024 non-causal).
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true>>(
       "fa2ufz", "fa2uf with P's exp2 flushing subnormals (ex2.approx.ftz)"));
+  // Bwd2dTraits<…, kQWarpsM, kDqRed, kDqUnroll> (the last two false and 2 by default)
+  //
+  // The rows below test two readings of Nsight Compute at N = 16384 (docs/results/
+  // h200-ncu-backward-16k.txt): fa2ufz executes 6% fewer instructions than FlashAttention-2's
+  // backward but takes 10% more cycles (IPC 0.89 against 1.04), with 71.6 M branches against
+  // 12.7 M (~17 per warp and Q tile against ~3) and the L2 at 39% of its peak against 26%.
+  // Counts below from the code and from ptxas's output (sm_90, CUDA 13.0; opcodes read from
+  // the cubin's code sections).
+  //
+  // fa2ufzr: fa2ufz with each dQ pair added by inline PTX red.global.add.v2.f32 (kDqRed)
+  // instead of atomicAdd on a float2, which nvcc writes as atom.global.add.v2.f32 with two
+  // result registers: were it a returning atomic, each of a warp's 16 per Q tile would bring
+  // 256 bytes back from the L2 (4 KB per warp and tile, as much as it sends). It is not: ptxas
+  // compiles the unused-result atom to the REDG it makes of the inline red (the same opcode in
+  // a one-line kernel; fa2's profile, docs/results/h200-ncu-backward-fa2.txt, counts 16 REDG
+  // per warp tile and no ATOMG), and this row's code is fa2ufz's byte for byte in three of
+  // the four main kernels (non-causal in both modes, causal deterministic); the causal
+  // non-deterministic one has the same 3,592 instructions (one opcode apart) in another
+  // order. Registers as fa2ufz's: 253 non-causal, 254 causal, no spill. The same 4 KB per
+  // warp and tile to the L2 either way, nothing back. Predicted against fa2ufz: 0.99–1.01×
+  // at N = 4096 and 16384, non-causal and causal. Outside that range non-causal: the spread
+  // between two rows of the same code (the table's resolution); causal: the other schedule.
+  // Neither would be return traffic, which neither form has.
+  // Measured (docs/results/h200-variants-11-1c60542.md, N = 1024, 4096, 16384): 1.00× fa2ufz
+  // non-causal and causal, as predicted: the REDGs were REDGs already.
+  out.push_back(
+      make_variant_2d<
+          Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true, 64, 2, 4, 2, true>>(
+          "fa2ufzr", "fa2ufz with dQ added by red.global.add.v2.f32 (inline PTX)"));
+  // fa2ufzu: fa2ufz with dQ's k loop (kBlockN / 16 = 8 steps) fully unrolled (kDqUnroll),
+  // its first step's 16 mmas taking C = 0 as kSUnroll's do. fa2ufz runs it as a loop
+  // unrolled by 2: 16 CS2R zeroing the 32 accumulators, then 4 trips of 33 instructions
+  // (16 HMMA, 8 LDSM, 7 for the counter, the compare and the ldmatrix addresses, a NOP, the
+  // back-edge): ~150 per warp and Q tile. Unrolled, the 64 HMMA and 32 LDSM with their
+  // addresses constants apart and nothing else: ~55 fewer (~6% of fa2ufz's ~960), 4 of them
+  // branches (of the ~17 per warp and tile counted), and the later steps' ldmatrix free to
+  // issue ahead of the earlier steps' mmas. The code grows 2,024 → 2,064 instructions
+  // non-causal. Registers 252 non-causal (fa2ufz 253), 255 causal, no spill in the timed
+  // (non-deterministic) kernels; the causal deterministic one, run only by the check, spills
+  // 8 bytes (255 registers). Past rows removing as many instructions elsewhere: fa2uf (~85
+  // fewer in S and dP) ran 1.004–1.008× fa2mc, fa2ufz (96 fewer in P) 1.01–1.02× fa2uf
+  // (docs/results/h200-variants-11-c6aff73.md, N = 1024 to 16384). Predicted against
+  // fa2ufz: 1.00–1.02× at N = 4096 and 16384, non-causal and causal. Below 0.99×: the longer code
+  // or ptxas's new schedule costs more than the instructions save; above 1.03×: the dQ phase was
+  // bound by the loop's latency (each pair of steps' ldmatrix waited for before its mmas), not by
+  // its instruction count.
+  // Measured (h200-variants-11-1c60542.md): 1.04–1.05× fa2ufz non-causal, 1.01–1.02× causal,
+  // and again in h200-variants-11-343a03e.md: above the 1.03 named, so the dQ phase was bound
+  // by the loop's latency. The step's at d = 128 at commit 24ef2a1 (fa2ufzuc since).
+  out.push_back(
+      make_variant_2d<
+          Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true, 64, 2, 4, 2, false, 8>>(
+          "fa2ufzu", "fa2ufz with the dQ k loop fully unrolled, its first mmas taking C = 0"));
+  // fa2ufzru: fa2ufzr and fa2ufzu together. kDqRed changes nothing in three of the four
+  // kernels (the code fa2ufzu's byte for byte); the causal non-deterministic one is
+  // scheduled otherwise (3,640 instructions against fa2ufzu's 3,648). Registers and spills
+  // as fa2ufzu's (252 non-causal, 255 causal; 8 bytes in the causal deterministic kernel
+  // only). Predicted: fa2ufzu's time within ±1%, so 1.00–1.02× fa2ufz.
+  // Measured (h200-variants-11-1c60542.md): fa2ufzu's times within 0.2%, as predicted.
+  out.push_back(
+      make_variant_2d<
+          Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true, 64, 2, 4, 2, true, 8>>(
+          "fa2ufzru", "fa2ufzr and fa2ufzu together"));
+  // fa2ufzb: fa2ufz with dQ added by bulk reductions from shared memory (kDqBulk). Measured
+  // first (ncu, N = 16384, docs/results/h200-ncu-backward-16k-1c60542.txt): of fa2ufz's warp
+  // stall samples, 10.5% sit on three IMADs that rewrite the address registers of the REDG
+  // batches before them (long scoreboard: a REDG's registers stay held until the L1 has sent
+  // its requests, and each REDG of a warp covers 8 rows × 32 bytes, 8 requests of one
+  // sector: 537 M requests to the L2 against FlashAttention-2's 134 M for the same sectors),
+  // and 5.8% on the barrier at the top of the next tile, where the other warps wait for
+  // those. With kDqBulk a warp's dQ goes to its own 36 KB / 8 staging area (16 conflict-free
+  // STS.64 per lane, as many instructions as the REDGs), and lane r sends row r (128 bytes,
+  // one L2 request of 4 sectors) by one bulk reduction: no register waits on the L1, a
+  // quarter of the requests. Shared memory 163 → 199 KB (one CTA per SM either way).
+  // Predicted against fa2ufz: 1.02–1.06× at N = 4096 and 16384 non-causal, 1.01–1.05×
+  // causal. Below 1.0×: the staging stores and the wait for the last tile's reduction to read
+  // its area cost more than the REDGs' waits (the step's 1-D kernel found its kDqBulk level
+  // at d = 128 and slower at d = 64, but its profile was not the REDGs').
+  // Measured (h200-variants-11-343a03e.md): 0.96× fa2ufz non-causal, 0.91–0.92× causal: the
+  // prediction's sign wrong. The profile (h200-ncu-backward-16k-343a03e.txt) shows why: the 32
+  // lanes' bulk reductions are issued one lane at a time (their addresses are uniform registers:
+  // ELECT, R2UR, UBLKRED, BRA.U.ANY, 134 M trips), 18% of the stall samples.
+  out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
+                                            64, 2, 4, 2, false, 2, 1>>(
+      "fa2ufzb", "fa2ufz with dQ added by bulk reductions from shared memory (sm_90)"));
+  // fa2ufzub: fa2ufzu (dQ's k loop unrolled) with kDqBulk. Predicted against fa2ufzu: as
+  // fa2ufzb against fa2ufz (1.02–1.06× non-causal, 1.01–1.05× causal), the two changes
+  // touching different parts of the dQ phase (its loop, its reductions).
+  // Measured (h200-variants-11-343a03e.md): 0.93–0.94× fa2ufzu non-causal, 0.93–0.95× causal
+  // (fa2ufzb's reason).
+  out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
+                                            64, 2, 4, 2, false, 8, 1>>(
+      "fa2ufzub", "fa2ufzu with dQ added by bulk reductions from shared memory (sm_90)"));
+  // fa2ufzut: fa2ufzu (the step's at d = 128) with kDqBulk = 2: the warp's 32 × 32 of dQ staged
+  // in the 128-byte swizzle (16 STS.64 per lane, conflict-free) and sent by ONE tensor
+  // reduction from lane 0 (a tensor map of dq_acc). Measured first: fa2ufzb and fa2ufzub lost
+  // 3-8% (docs/results/h200-variants-11-343a03e.md); their profile (h200-ncu-backward-16k-
+  // 343a03e.txt) shows why: a bulk reduction's operands are uniform registers, so ptxas issues
+  // the 32 lanes' reductions one lane at a time (ELECT, R2UR, UBLKRED, BRA.U.ANY: 134 M
+  // trips, 18% of the stall samples), where the REDGs' waits were 10.5%. One reduction per
+  // warp removes that loop and keeps what kDqBulk = 1 bought (no register held by the L1,
+  // 128-byte requests). Shared memory 163 → 196 KB. Predicted against fa2ufzu: 1.02–1.06× at
+  // N = 4096 and 16384 non-causal, 1.01–1.04× causal; below 1.0×: the staging stores and the
+  // engine's reads of shared memory cost more than the REDGs' waits.
+  // Measured (h200-variants-11-6b33d03.md): 1.01–1.02× fa2ufzu non-causal, 1.01× causal, the
+  // low end of the prediction or under it; 1.01× again in h200-variants-11-d91d3f9.md. Its
+  // profile (h200-ncu-backward-16k-6b33d03.txt): the REDGs' waits gone, and 7.4% of the stall
+  // samples on the wait at the top of the next tile (fa2ufzuc says why).
+  out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
+                                            64, 2, 4, 2, false, 8, 2>>(
+      "fa2ufzut", "fa2ufzu with dQ added by one tensor reduction per warp (sm_90)"));
+  // fa2ufzuc: fa2ufzu with kDqBulk = 3: staged as fa2ufzut, but the 8 boxes sent by thread 0
+  // after the next tile's first barrier. Measured first (h200-variants-11-6b33d03.md):
+  // fa2ufzut ran 1.01–1.02× fa2ufzu, and its profile (h200-ncu-backward-16k-6b33d03.txt) puts
+  // 7.4% of the stall samples on the wait for the cp.async copies at the top of the next tile
+  // (long scoreboard; 0.1% in fa2ufz): in SASS that wait (DEPBAR on SB0) also waits for the
+  // warp's own bulk group, issued just before, to complete. Sent by one thread a tile later,
+  // only warp 0 waits, and for a reduction a whole tile old. Predicted against fa2ufzu:
+  // 1.03–1.07× at N = 4096 and 16384 non-causal, 1.02–1.05× causal.
+  // Measured (h200-variants-11-d91d3f9.md): 1.04× fa2ufzu at every length, non-causal and
+  // causal, inside the prediction. The step's at d = 128 (BwdConfig<128>, kernel_traits.cuh).
+  out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
+                                            64, 2, 4, 2, false, 8, 3>>(
+      "fa2ufzuc", "fa2ufzut with the boxes sent by one thread after the next tile's barrier"));
 }
 
 }  // namespace fa::step11

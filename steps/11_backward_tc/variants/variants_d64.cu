@@ -4,6 +4,8 @@
 // (kernel_traits.cuh, "What limits it", has the arithmetic behind them).
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "make_variant.cuh"
 
 namespace fa::step11 {
@@ -104,10 +106,14 @@ void add_d64_variants(std::vector<Variant>& out) {
   // otherwise the same. ptxas (sm_90, CUDA 13.0): 236–246 registers over the four kernels
   // (causal or not, deterministic or not), no spill, each as b1p2mc's; each kernel's code 192
   // instructions shorter (1,768 → 1,576 non-causal: 32 exp2 × 3 in each P path).
-  out.push_back(
-      make_variant<
-          BwdTraits<64, 64, 128, E, 1, true, true, false, false, false, false, true, true, true>>(
-          "b1p2mcz", "b1p2mc with P's exp2 flushing subnormals (ex2.approx.ftz)"));
+  // The step's fallback at d = 64 (BwdConfig<64>::Fallback), which ctest's
+  // 11_backward_tc/fallbacks checks through this row.
+  using B1p2mcz =
+      BwdTraits<64, 64, 128, E, 1, true, true, false, false, false, false, true, true, true>;
+  static_assert(std::is_same_v<B1p2mcz, BwdConfig<64, E>::Fallback>,
+                "row b1p2mcz is the step's fallback at d = 64");
+  out.push_back(make_variant<B1p2mcz>("b1p2mcz",
+                                      "b1p2mc with P's exp2 flushing subnormals (ex2.approx.ftz)"));
   // hf: the grid's x and y swapped, the first K/V tile of every head launched first. Causal,
   // predicted 0–5% faster at N = 16384 (no long CTA left for the tail); at N = 1024, 5% slower
   // to 3% faster: the CTAs of a head no longer run together, so their re-reads of Q and dO

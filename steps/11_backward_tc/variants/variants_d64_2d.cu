@@ -1,10 +1,12 @@
-// variants_d64_2d.cu — the rows "fa2d64", "fa2d64s2" and "fa2d64m64" of step 11's backward table
-// (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp layouts
-// (flash_bwd_2d.cuh) at d = 64, in the layouts FlashAttention-2 chooses for that head dim and
-// the switches of fa2ufz (the step's at d = 128), bf16, described as a Variant by
-// make_variant.cuh's make_variant_2d. Measured against b1p2mcz, the step's kernel at d = 64
-// when they were written; fa2d64 won (docs/results/, chapter 11) and is the step's at d = 64
-// now (BwdConfig<64>, kernel_traits.cuh), b1p2mcz its fallback.
+// variants_d64_2d.cu — the rows "fa2d64", "fa2d64s2", "fa2d64m64", "fa2d64r", "fa2d64u",
+// "fa2d64b", "fa2d64ub", "fa2d64t" and "fa2d64c" of step 11's backward table (bin/variants_11): the
+// kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh) at d = 64, in the
+// layouts FlashAttention-2 chooses for that head dim and the switches of fa2ufz (the step's at d =
+// 128), bf16, described as a Variant by make_variant.cuh's make_variant_2d. The first three were
+// measured against b1p2mcz, the step's kernel at d = 64 when they were written; fa2d64 won
+// (docs/results/, chapter 11) and is the step's at d = 64 now (BwdConfig<64>,
+// kernel_traits.cuh), b1p2mcz its fallback. The last six change fa2d64's dQ product and are
+// predicted against it.
 #include <cuda_bf16.h>
 
 #include <vector>
@@ -18,7 +20,7 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   // Bwd2dTraits<d, E, kDqFirst, kMaskFree, kSUnroll, kDetCompiled, kTileCounter, kFastExp2,
   //             kBlockM, kSWarpsM, kKvWarpsM, kQWarpsM>
   //
-  // All three rows take fa2ufz's switches (variants_d128_2d.cu): no selects on mask-free Q tiles,
+  // Every row takes fa2ufz's switches (variants_d128_2d.cu): no selects on mask-free Q tiles,
   // the S/dP k loop fully unrolled (its 4 steps at d = 64, the first with C = 0), the dQ store
   // kind compiled per mode, the visited tile by counters, P's exp2 flushing subnormals.
   //
@@ -85,6 +87,69 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   // ptxas: 213 registers non-causal, 233–234 causal, no spill.
   out.push_back(make_variant_2d<Bwd2dTraits<64, E, false, true, 4, true, true, true, 64, 2, 4, 4>>(
       "fa2d64m64", "fa2d64 with 64-row tiles (FlashAttention-2's layouts for less smem)"));
+  // Bwd2dTraits<…, kQWarpsM, kDqRed, kDqUnroll> (the last two false and 2 by default)
+  //
+  // fa2d64r: fa2d64 with dQ added by inline PTX red.global.add.v2.f32 (kDqRed), as fa2ufzr at
+  // d = 128 (variants_d128_2d.cu has the reasoning): ptxas already makes a REDG (no return)
+  // of fa2d64's atomicAdd on a float2, and this row's code is fa2d64's byte for byte in three
+  // of the four main kernels; the causal non-deterministic one has the same 3,416
+  // instructions in another order. Registers as fa2d64's: 252 non-causal, 255 causal, no
+  // spill. Per warp and Q tile the same 16 v2 reductions (4 KB to the L2, nothing back).
+  // Predicted against fa2d64: 0.99–1.01× at N = 4096 and 16384, non-causal and causal;
+  // outside it, the table's spread (non-causal: the same code) or the other schedule
+  // (causal), not return traffic.
+  // Measured (h200-variants-11-1c60542.md): 1.00× fa2d64 (0.998–1.007), as predicted.
+  out.push_back(
+      make_variant_2d<Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, true>>(
+          "fa2d64r", "fa2d64 with dQ added by red.global.add.v2.f32 (inline PTX)"));
+  // fa2d64u: fa2d64 with dQ's k loop (8 steps of 16 keys) fully unrolled (kDqUnroll), its
+  // first mmas taking C = 0, as fa2ufzu at d = 128: the dQ product per warp is the same
+  // (32 rows × 32 dims), so are the counts: 16 CS2R and 4 trips of 33 instructions (16
+  // HMMA, 8 LDSM, 9 others with the back-edge) become 64 HMMA and 32 LDSM, ~55 fewer per warp
+  // and Q tile (~5% of fa2d64's ~1,150) and 4 fewer branches. The code grows 2,304 → 2,344
+  // instructions non-causal. Registers 255 in all four kernels (fa2d64: 252 non-causal), no
+  // spill. Predicted against fa2d64: 0.99–1.02× at N = 4096 and 16384, non-causal and causal
+  // (the low end lower than fa2ufzu's: 3 more registers at the limit, where the S/dP phase's
+  // 192 accumulators live). Below 0.99×: ptxas's schedule at 255 registers costs more than
+  // the instructions save.
+  // Measured (h200-variants-11-1c60542.md): 1.00–1.01× fa2d64 non-causal, 0.99–1.00× causal, the
+  // low end of the prediction; not taken.
+  out.push_back(
+      make_variant_2d<Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 8>>(
+          "fa2d64u", "fa2d64 with the dQ k loop fully unrolled, its first mmas taking C = 0"));
+  // fa2d64b: fa2d64 with dQ added by bulk reductions from shared memory (kDqBulk), as fa2ufzb
+  // at d = 128 (variants_d128_2d.cu has the profile behind it): each warp's 32 rows × 32 dims
+  // of dQ, the same per warp as at d = 128, staged in 36 KB in all (166 → 202 KB) and sent a
+  // row per lane. Per Q tile of 128 rows the REDGs are the same 16 per warp, over twice the
+  // work of S, dP, dK and dV, so their waits weigh less: predicted against fa2d64
+  // 1.01–1.04× at N = 4096 and 16384, non-causal and causal.
+  // Measured (h200-variants-11-343a03e.md): 0.95× fa2d64 non-causal, 0.90–0.94× causal (fa2ufzb's
+  // reason, variants_d128_2d.cu).
+  out.push_back(make_variant_2d<
+                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 1>>(
+      "fa2d64b", "fa2d64 with dQ added by bulk reductions from shared memory (sm_90)"));
+  // fa2d64ub: fa2d64u with kDqBulk. Predicted against fa2d64: 1.00–1.04× (fa2d64u's registers
+  // at 255 may cost what the unrolling saves, as predicted for it).
+  // Measured (h200-variants-11-343a03e.md): 0.95× fa2d64 non-causal, 0.92–0.95× causal.
+  out.push_back(make_variant_2d<
+                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 8, 1>>(
+      "fa2d64ub", "fa2d64u with dQ added by bulk reductions from shared memory (sm_90)"));
+  // fa2d64t: fa2d64 with kDqBulk = 2, one tensor reduction per warp, as fa2ufzut at d = 128
+  // (variants_d128_2d.cu says why after fa2d64b lost). 166 → 199 KB. Predicted against
+  // fa2d64: 1.01–1.04× at N = 4096 and 16384, non-causal and causal.
+  // Measured (h200-variants-11-6b33d03.md): 1.01–1.03× fa2d64 non-causal, 0.97–0.99× causal.
+  out.push_back(make_variant_2d<
+                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 2>>(
+      "fa2d64t", "fa2d64 with dQ added by one tensor reduction per warp (sm_90)"));
+  // fa2d64c: fa2d64 with kDqBulk = 3, as fa2ufzuc at d = 128 (variants_d128_2d.cu). fa2d64t
+  // ran 1.01–1.03× fa2d64 non-causal, 0.97–0.99× causal (h200-variants-11-6b33d03.md).
+  // Predicted against fa2d64: 1.02–1.05× non-causal, 1.00–1.03× causal.
+  // Measured (h200-variants-11-d91d3f9.md): 1.04–1.05× fa2d64 non-causal, 1.00–1.01× causal: the
+  // non-causal prediction held, causal at its low end. Not yet the step's at d = 64: its GPU tests
+  // and benchmark with it registered are still to run.
+  out.push_back(make_variant_2d<
+                Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 3>>(
+      "fa2d64c", "fa2d64t with the boxes sent by one thread after the next tile's barrier"));
 }
 
 }  // namespace fa::step11
