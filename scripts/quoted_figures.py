@@ -259,7 +259,7 @@ def tour_figure(folder, args, cache):
 
 PASSES = ("forward", "backward")
 BENCH_FILE = "h200.json"
-RUN_FILE = re.compile(r"[A-Za-z0-9][\w.+-]*\.json")  # PASS@FILE: a file of the folder itself
+RUN_FILE = re.compile(r"[A-Za-z0-9][\w.+-]*\.json", re.ASCII)  # PASS@FILE: a file of the folder
 
 
 def _pass(args):
@@ -280,9 +280,14 @@ def _bench_records(folder, name, cache):
     key = "bench" if name == BENCH_FILE else "bench@" + name
     if key not in cache:
         try:
-            cache[key] = json.loads(_read(folder, name)).get("results", [])
+            doc = json.loads(_read(folder, name))
         except ValueError as e:
             raise SourceError(f"{name} is not JSON: {e}")
+        records = doc.get("results") if isinstance(doc, dict) else None
+        if not isinstance(records, list) or not all(
+                isinstance(r, dict) and str(r.get("n_q", "")).isdigit() for r in records):
+            raise SourceError(f"{name} has no list \"results\" of records with a length n_q")
+        cache[key] = records
     return cache[key]
 
 

@@ -130,8 +130,8 @@ namespace fa::step11 {
 ///   kSWarpsM     warps along S's and dP's rows (AtomLayoutMSdP); along their keys the rest
 ///   kKvWarpsM    warps along dK's and dV's keys (AtomLayoutNdKV); along their dims the rest
 ///   kQWarpsM     warps along dQ's rows (AtomLayoutMdQ); along its dims the rest
-/// and two more switches of the dQ product, off by default (their defaults, false and 2, are
-/// given by the declaration in kernel_traits.cuh, which BwdConfig names before this file is
+/// and three more switches of the dQ product, off by default (their defaults, false, 2 and 0,
+/// are given by the declaration in kernel_traits.cuh, which BwdConfig names before this file is
 /// read):
 ///   kDqRed       each dQ pair added by inline PTX red.global.add.v2.f32 (no result) instead
 ///                of atomicAdd on a float2, which nvcc writes as atom.global.add.v2.f32 with
@@ -681,10 +681,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
             dq_step(kk, std::false_type{});
         }
         if (kBulk >= 2 && !deterministic()) {
-          // kDqBulk = 2: the warp's kQRows rows × 32 dims into its own 4 KB, 16-byte chunk c of
-          // row r at chunk c ^ (r % 8) (the map's 128-byte swizzle; r % 8 = g), then one tensor
-          // reduction of the whole box by lane 0, which first waits until its reduction of the
-          // last tile has read the area.
+          // kDqBulk = 2, 3: the warp's kQRows rows × 32 dims into its own 4 KB, 16-byte chunk c
+          // of row r at chunk c ^ (r % 8) (the map's 128-byte swizzle; r % 8 = g). 2: then one
+          // tensor reduction of the whole box by lane 0, which first waits until its reduction
+          // of the last tile has read the area. 3: sent by thread 0 after the next barrier,
+          // which waited for the read before the P/dS barrier (send_staged_dq).
           const uint32_t s_dq = s_dq_area + warp * Traits::kDqWarpBytes;
           if (kBulk == 2) {
             if (lane == 0) bulk_wait_read<0>();

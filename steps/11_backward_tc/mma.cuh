@@ -227,7 +227,8 @@ __device__ __forceinline__ void cp_async_4(uint32_t smem_addr, const void* gmem,
 // then a barrier or __syncwarp), and the source is not written again before the thread that
 // issued the reduction has seen it read (commit_group, then wait_group.read).
 // Compiled for an older GPU these functions are empty: the kernel calls them only where
-// __CUDA_ARCH__ >= 900 (kBulk in flash_bwd_kernel.cuh), and an unoptimised (-G) build for
+// __CUDA_ARCH__ >= 900 (kBulk in flash_bwd_kernel.cuh and flash_bwd_2d.cuh), and an
+// unoptimised (-G) build for
 // sm_80 still emits the code of a branch that cannot be taken, which ptxas would refuse.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #define FA_STEP11_BULK_ASM(...)
@@ -251,7 +252,8 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* gmem, uint32_t smem_a
 
 /// \brief The box of `map` at (x, y, z) += the fp32 values at smem_addr (the box's bytes in
 /// the map's swizzle), by the copy engine: a tensor reduction, one instruction for the whole
-/// box (Bwd2dTraits' kDqBulk = 2). `map`: the address of a __grid_constant__ parameter's map.
+/// box (Bwd2dTraits' kDqBulk = 2 and 3). `map`: the address of a __grid_constant__ parameter's
+/// map.
 __device__ __forceinline__ void tma_reduce_add_3d(const void* map, uint32_t smem_addr, int x, int y,
                                                   int z) {
   FA_STEP11_BULK_ASM(

@@ -39,7 +39,7 @@ void add_d128_variants(std::vector<Variant>& out) {
   out.push_back(
       make_variant<BwdTraits<128, 32, 128, E, 1, true, true, true>>("all", "b1 + p2 + s"));
   // b1p2: the two analytic wins without the stagger (the step's fallback, BwdConfig<128>::
-  // Fallback, on a GPU whose blocks cannot have the 2-D kernel's 163 KB; ctest's
+  // Fallback, on a GPU whose blocks cannot have the 2-D kernel's 196 KB; ctest's
   // 11_backward_tc/fallbacks checks it through this row).
   using B1p2 = BwdTraits<128, 32, 128, E, 1, true, true, false>;
   static_assert(std::is_same_v<B1p2, BwdConfig<128, E>::Fallback>,

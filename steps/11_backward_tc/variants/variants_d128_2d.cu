@@ -1,9 +1,8 @@
 // variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc", "fa2uf", "fa2ufz",
 // "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb", "fa2ufzub", "fa2ufzut" and "fa2ufzuc" of step 11's
-// backward table
-// (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp layouts
-// (flash_bwd_2d.cuh, the step's at d = 128 in fa2ufz's switches) and its switches, bf16, d = 128,
-// described as a Variant by make_variant.cuh's make_variant_2d.
+// backward table (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp
+// layouts (flash_bwd_2d.cuh, the step's at d = 128 in fa2ufzuc's switches) and its switches,
+// bf16, d = 128, described as a Variant by make_variant.cuh's make_variant_2d.
 #include <cuda_bf16.h>
 
 #include <string>
@@ -111,7 +110,8 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // instructions shorter (2,216 → 2,024 non-causal).
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true>>(
       "fa2ufz", "fa2uf with P's exp2 flushing subnormals (ex2.approx.ftz)"));
-  // Bwd2dTraits<…, kQWarpsM, kDqRed, kDqUnroll> (the last two false and 2 by default)
+  // Bwd2dTraits<…, kQWarpsM, kDqRed, kDqUnroll, kDqBulk> (the last three false, 2 and 0 by
+  // default)
   //
   // The rows below test two readings of Nsight Compute at N = 16384 (docs/results/
   // h200-ncu-backward-16k.txt): fa2ufz executes 6% fewer instructions than FlashAttention-2's

@@ -87,7 +87,8 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   // ptxas: 213 registers non-causal, 233–234 causal, no spill.
   out.push_back(make_variant_2d<Bwd2dTraits<64, E, false, true, 4, true, true, true, 64, 2, 4, 4>>(
       "fa2d64m64", "fa2d64 with 64-row tiles (FlashAttention-2's layouts for less smem)"));
-  // Bwd2dTraits<…, kQWarpsM, kDqRed, kDqUnroll> (the last two false and 2 by default)
+  // Bwd2dTraits<…, kQWarpsM, kDqRed, kDqUnroll, kDqBulk> (the last three false, 2 and 0 by
+  // default)
   //
   // fa2d64r: fa2d64 with dQ added by inline PTX red.global.add.v2.f32 (kDqRed), as fa2ufzr at
   // d = 128 (variants_d128_2d.cu has the reasoning): ptxas already makes a REDG (no return)
