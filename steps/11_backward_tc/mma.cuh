@@ -228,8 +228,8 @@ __device__ __forceinline__ void cp_async_4(uint32_t smem_addr, const void* gmem,
 // issued the reduction has seen it read (commit_group, then wait_group.read).
 // Compiled for an older GPU these functions are empty: the kernel calls them only where
 // __CUDA_ARCH__ >= 900 (kBulk in flash_bwd_kernel.cuh and flash_bwd_2d.cuh), and an
-// unoptimised (-G) build for
-// sm_80 still emits the code of a branch that cannot be taken, which ptxas would refuse.
+// unoptimised (-G) build for sm_80 still emits the code of a branch that cannot be taken,
+// which ptxas would refuse.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #define FA_STEP11_BULK_ASM(...)
 #else
