@@ -5,6 +5,7 @@
 // expected code. The pointers are host addresses: nothing is launched, nothing dereferenced.
 #include <algorithm>
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -455,6 +456,12 @@ TEST_CASE("C API: fa_backward checks its workspace, after the pointers", "[capi]
   CHECK(backward(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
   CHECK(last() == "pointer workspace is null; the backward pass of step 10_backward needs " +
                       std::to_string(need) + " bytes of workspace for this problem");
+  x.workspace = addr(5, 4);  // 4 bytes past a 256-byte boundary
+  CHECK(backward(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
+  std::ostringstream misaligned;
+  misaligned << "workspace (" << addr(5, 4)
+             << ") is not aligned to 16 bytes, as fa_backward requires of every step's workspace";
+  CHECK(last() == misaligned.str());
   x.dv = nullptr;  // the pointers before the workspace
   CHECK(backward(step, &p, x) == FA_ERROR_INVALID_ARGUMENT);
   CHECK(last() == "pointer dv is null");

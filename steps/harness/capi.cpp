@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -179,6 +180,15 @@ fa_status launch(const char* step, const fa_problem* problem, const Tensors& t, 
       workspace_of(kBackward ? s->backward_workspace_bytes : s->workspace_bytes, p);
   if (fa_status st = check_workspace_size(who, need, workspace, workspace_bytes); st != FA_OK)
     return st;
+  // A backward workspace starts with the fp32 dQ accumulator, which step 11 reads 16 bytes at
+  // a time and describes to the copy engine by a tensor map (both need 16-byte alignment): the
+  // rule is the C API's for every step's backward.
+  if (kBackward && need > 0 && reinterpret_cast<std::uintptr_t>(workspace) % 16 != 0) {
+    std::ostringstream os;
+    os << "workspace (" << workspace
+       << ") is not aligned to 16 bytes, as fa_backward requires of every step's workspace";
+    return fail(FA_ERROR_INVALID_ARGUMENT, os.str());
+  }
   // The first CUDA call: run_step (run_backward) checks the device's limits, then launches.
   if constexpr (kBackward)
     fa::run_backward(*s, p, t, workspace, static_cast<cudaStream_t>(stream));

@@ -117,8 +117,8 @@ FA_API fa_status fa_backward_workspace_bytes(const char* step, const fa_problem*
  * \return FA_OK once launched, or the error (then see fa_last_error); nothing is launched on
  * an error. The checks, in order, all before the first CUDA call, as for fa_run: the step name
  * (and that it has a backward pass), the problem (as fa_check), the pointers q, k, v, o, lse,
- * d_o, dq, dk, dv (not NULL; aligned to the step's loads, lse to 4), then the workspace. Then
- * the device's limits and the launch. */
+ * d_o, dq, dk, dv (not NULL; aligned to the step's loads, lse to 4), then the workspace (as for
+ * fa_run, and 16-byte aligned when one is needed). Then the device's limits and the launch. */
 FA_API fa_status fa_backward(const char* step, const fa_problem* problem, const void* q,
                              const void* k, const void* v, const void* o, const float* lse,
                              const void* d_o, void* dq, void* dk, void* dv, void* workspace,
