@@ -298,6 +298,17 @@ __device__ __forceinline__ void mma_m16n8k16_zero_c(float (&d)[4], const uint32_
   }
 }
 
+/// \brief One k16 step of a product: mma_m16n8k16 adding to d, or with kZeroC (the product's
+/// first step) mma_m16n8k16_zero_c, which writes d with C = 0 (kSUnroll, kDqUnroll).
+template <bool kZeroC, class Element>
+__device__ __forceinline__ void mma_k_step(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                           uint32_t b1) {
+  if constexpr (kZeroC)
+    mma_m16n8k16_zero_c<Element>(d, a, b0, b1);
+  else
+    mma_m16n8k16<Element>(d, a, b0, b1);
+}
+
 /// \brief exact_dq_tile (flash_bwd_kernel.cuh) on this kernel's dS tile ([kBlockM][kBlockN + 8]:
 /// the Q tile's rows as rows). Not inlined, as the step's exact_dq: it runs while the caller
 /// holds dK and dV.
@@ -477,12 +488,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // whose mmas write the accumulators with C = 0 instead of adding to zeroed ones.
     auto s_dp_step = [&](int ks, auto zero_c) {
       constexpr bool kZeroC = decltype(zero_c)::value;
-      auto mma = [](float(&c)[4], const uint32_t(&a)[4], uint32_t b0, uint32_t b1) {
-        if constexpr (kZeroC)
-          mma_m16n8k16_zero_c<Element>(c, a, b0, b1);
-        else
-          mma_m16n8k16<Element>(c, a, b0, b1);
-      };
+      auto mma = mma_k_step<kZeroC, Element>;
       uint32_t aq[kSMt][4], ao[kSMt][4];
 #pragma unroll
       for (int mt = 0; mt < kSMt; ++mt) {
@@ -642,12 +648,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         // (d = 128: 4 and 8). kZeroC: the first step, with C = 0, as in s_dp_step.
         auto dq_step = [&](int kk, auto zero_c) {
           constexpr bool kZeroC = decltype(zero_c)::value;
-          auto mma = [](float(&c)[4], const uint32_t(&a)[4], uint32_t b0, uint32_t b1) {
-            if constexpr (kZeroC)
-              mma_m16n8k16_zero_c<Element>(c, a, b0, b1);
-            else
-              mma_m16n8k16<Element>(c, a, b0, b1);
-          };
+          auto mma = mma_k_step<kZeroC, Element>;
           uint32_t a[kQMt][4];
 #pragma unroll
           for (int mt = 0; mt < kQMt; ++mt)
@@ -680,6 +681,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           for (int kk = 0; kk < Traits::kKStepsQ; ++kk)  // 16 keys per step
             dq_step(kk, std::false_type{});
         }
+        // kDqBulk: the lane's pairs of dQ into the warp's staging area, the pair of m tile mt,
+        // row half hh and n tile nt at address at(mt, hh, nt).
+        auto stage_dq = [&](auto at) {
+#pragma unroll
+          for (int mt = 0; mt < kQMt; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+              for (int nt = 0; nt < kQNt; ++nt)
+                st_shared_f32x2(at(mt, hh, nt), acc_dq[mt][nt][2 * hh], acc_dq[mt][nt][2 * hh + 1]);
+        };
         if (kBulk >= 2 && !deterministic()) {
           // kDqBulk = 2, 3: the warp's kQRows rows × 32 dims into its own 4 KB, 16-byte chunk c
           // of row r at chunk c ^ (r % 8) (the map's 128-byte swizzle; r % 8 = g). 2: then one
@@ -691,15 +703,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
             if (lane == 0) bulk_wait_read<0>();
             __syncwarp();
           }
-#pragma unroll
-          for (int mt = 0; mt < kQMt; ++mt)
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-              for (int nt = 0; nt < kQNt; ++nt)
-                st_shared_f32x2(
-                    s_dq + (16 * mt + g + 8 * hh) * 128 + 16 * ((2 * nt + t / 2) ^ g) + 8 * (t % 2),
-                    acc_dq[mt][nt][2 * hh], acc_dq[mt][nt][2 * hh + 1]);
+          stage_dq([&](int mt, int hh, int nt) {
+            return s_dq + (16 * mt + g + 8 * hh) * 128 + 16 * ((2 * nt + t / 2) ^ g) + 8 * (t % 2);
+          });
           fence_proxy_async_shared();  // this lane's stores, before the engine reads them
           if (kBulk == 3) {            // sent by thread 0 after the next barrier
             pend_h = h;
@@ -718,15 +724,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           const uint32_t s_dq = s0 + Traits::kOffDq + warp * Traits::kDqWarpBytes;
           bulk_wait_read<0>();
           __syncwarp();
-#pragma unroll
-          for (int mt = 0; mt < kQMt; ++mt)
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-              for (int nt = 0; nt < kQNt; ++nt)
-                st_shared_f32x2(
-                    s_dq + (16 * mt + g + 8 * hh) * Traits::kDqRowBytes + 4 * (8 * nt + 2 * t),
-                    acc_dq[mt][nt][2 * hh], acc_dq[mt][nt][2 * hh + 1]);
+          stage_dq([&](int mt, int hh, int nt) {
+            return s_dq + (16 * mt + g + 8 * hh) * Traits::kDqRowBytes + 4 * (8 * nt + 2 * t);
+          });
           fence_proxy_async_shared();  // this lane's stores, before the engine reads them
           __syncwarp();
           // Row q_m + lane: 16-byte aligned at both ends (dq_acc's rows are kHeadDim floats,
