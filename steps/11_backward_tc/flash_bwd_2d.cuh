@@ -359,9 +359,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // mode is off, then a predicated branch around the REDG.
   auto deterministic = [&] { return Traits::kDetCompiled ? Deterministic : p.deterministic; };
   // kDqBulk: dQ added by bulk reductions from shared memory (sm_90 only; before it, and in the
-  // deterministic mode, the stores or REDGs of the other switches).
+  // deterministic mode, the stores or REDGs of the other switches). The deterministic kernel of
+  // kDetCompiled is compiled without the bulk path: none of its waits or barriers.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kBulk = Traits::kDqBulk;
+  constexpr int kBulk = Traits::kDetCompiled && Deterministic ? 0 : Traits::kDqBulk;
 #else
   constexpr int kBulk = 0;
 #endif
@@ -370,14 +371,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // kDqBulk = 3: the head and first row of the Q tile whose dQ is staged and not yet sent
   // (pend_h < 0: none), the same in every thread; thread 0 sends every warp's box.
   int pend_h = -1, pend_i0 = 0;
+  // kDqBulk = 2, 3: one tensor reduction adds warp w's staged box to dQ rows i0 + its first row
+  // of head h (the warp's first dim and row as q_d and q_m below).
+  auto send_box = [&](int w, int h, int i0) {
+    tma_reduce_add_3d(&p.dq_map, s_dq_area + w * Traits::kDqWarpBytes,
+                      Traits::kQDims * (w % Traits::kQWarpsN),
+                      i0 + Traits::kQRows * (w / Traits::kQWarpsN), b * p.heads_q + h);
+  };
   auto send_staged_dq = [&] {
     if (tid == 0 && pend_h >= 0) {
 #pragma unroll
-      for (int w = 0; w < Traits::kNumWarps; ++w)
-        tma_reduce_add_3d(&p.dq_map, s_dq_area + w * Traits::kDqWarpBytes,
-                          Traits::kQDims * (w % Traits::kQWarpsN),
-                          pend_i0 + Traits::kQRows * (w / Traits::kQWarpsN),
-                          b * p.heads_q + pend_h);
+      for (int w = 0; w < Traits::kNumWarps; ++w) send_box(w, pend_h, pend_i0);
       bulk_commit();
     }
     pend_h = -1;
@@ -713,7 +717,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
           } else {
             __syncwarp();
             if (lane == 0) {
-              tma_reduce_add_3d(&p.dq_map, s_dq, q_d, i0 + q_m, b * p.heads_q + h);
+              send_box(warp, h, i0);
               bulk_commit();
             }
           }
@@ -812,13 +816,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     }
   }
 
-  // kDqBulk = 3: the last tile's dQ, once every warp has staged it. kDqBulk: the CTA's shared
-  // memory must outlive the reductions that read it.
+  // kDqBulk = 3: the last tile's dQ, once every warp has staged it.
   if constexpr (kBulk == 3) {
     __syncthreads();
     send_staged_dq();
   }
-  if (kBulk) bulk_wait<0>();
 
   // ---- dK = scale · dK, dV: through shared memory (the K and V tiles, once every warp is
   // done reading them), then 16-byte stores of whole rows ------------------------------------
@@ -840,6 +842,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     }
   __syncthreads();  // a row's two halves come from two warps
   store_dk_dv<Traits, kBlockN>(p, kv_off, j0, 0, tid, Traits::kNumThreads, sK, sV);
+  // kDqBulk: the CTA's shared memory must outlive the reductions that read it (their staging
+  // areas are apart from K and V, so dK and dV were stored while the last ones ran).
+  if (kBulk) bulk_wait<0>();
 }
 
 /// \brief The main kernel of Bwd2dTraits `Traits` (its WarpLayout), for launch_flash_bwd_main

@@ -42,7 +42,7 @@ struct BwdParams {
   float scale_log2;  // scale · log2(e): P = exp2(S · scale_log2 − L · log2(e))
   bool causal;
   bool deterministic;  // Problem::deterministic: dQ from per-CTA slabs, no atomics
-  // Bwd2dTraits with kDqBulk = 2 or 3 (launch_flash_bwd_main fills it in): the tensor map of
+  // Bwd2dTraits with kDqBulk = 2 or 3 (run_flash_bwd_traits fills it in): the tensor map of
   // dq_acc, in boxes of one warp's part of a dQ tile (flash_bwd_2d.cuh). Zero otherwise.
   CUtensorMap dq_map;
 };
@@ -366,15 +366,16 @@ constexpr bool kTunedBwd = true;
 template <int kHeadDim, class Element>
 struct BwdConfig;
 template <class Element>
-struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 166 KB smem
-  // fa2d64, FlashAttention-2's d = 64 layouts (128 rows; S, dP 4 warps along the rows, dK, dV
-  // 4 along the keys, dQ 4 along the rows) with fa2ufz's switches.
-  using Traits =
-      std::conditional_t<kTunedBwd,
-                         Bwd2dTraits<64, Element, false, true, 4, true, true, true, 128, 4, 4, 4>,
-                         BwdTraits<64, 64, 128, Element>>;
+struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 199 KB smem
+  // fa2d64c, FlashAttention-2's d = 64 layouts (128 rows; S, dP 4 warps along the rows, dK, dV
+  // 4 along the keys, dQ 4 along the rows) with fa2ufz's switches and dQ sent by tensor
+  // reductions a tile later (kDqBulk = 3, sm_90; the REDGs before it).
+  using Traits = std::conditional_t<
+      kTunedBwd,
+      Bwd2dTraits<64, Element, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 3>,
+      BwdTraits<64, 64, 128, Element>>;
   // This file's kernel, 64 rows × 128 keys, 119 KB (untuned: 101 KB), row b1p2mcz: for a
-  // device whose blocks cannot have the 2-D kernel's 166 KB.
+  // device whose blocks cannot have the 2-D kernel's 199 KB.
   using Fallback = std::conditional_t<
       kTunedBwd,
       BwdTraits<64, 64, 128, Element, 1, true, true, false, false, false, false, true, true, true>,

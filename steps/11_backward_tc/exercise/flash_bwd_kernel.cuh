@@ -849,15 +849,6 @@ void launch_flash_bwd_main(const BwdParams& p, cudaStream_t stream) {
   const unsigned n_blocks = (p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN;
   const unsigned bh = p.batch * p.heads_kv;
   const dim3 grid = Traits::kHeavyFirst ? dim3(bh, n_blocks) : dim3(n_blocks, bh);
-  if constexpr (Traits::kDqBulk >= 2) {  // Bwd2dTraits: dQ by tensor reductions
-    if (!p.deterministic) {
-      BwdParams with_map = p;
-      with_map.dq_map = make_dq_tensor_map(p, Traits::kQDims, Traits::kQRows);
-      kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(with_map);
-      CUDA_CHECK_LAUNCH();
-      return;
-    }
-  }
   kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }
@@ -872,9 +863,14 @@ inline unsigned blocks_for(long long work, int threads) {
 /// Bwd2dTraits (run_flash_bwd: the step's own; bin/variants_11: others). `p` must have been made
 /// for Traits::kBlockN (deterministic mode: one dQ slab per CTA along the keys).
 template <class Traits>
-void run_flash_bwd_traits(const BwdParams& p, cudaStream_t stream) {
+void run_flash_bwd_traits(const BwdParams& params, cudaStream_t stream) {
   using Element = typename Traits::Element;
   constexpr int kHeadDim = Traits::kHeadDim;
+  // Bwd2dTraits with kDqBulk = 2, 3: dQ by tensor reductions through the map of p.dq_acc, made
+  // before the first launch, so that an encode failure leaves nothing running.
+  BwdParams p = params;
+  if constexpr (Traits::kDqBulk >= 2)
+    if (!p.deterministic) p.dq_map = make_dq_tensor_map(p, Traits::kQDims, Traits::kQRows);
   const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.n_q;
   constexpr int kThreads = 256;
   bwd_preprocess_kernel<Element><<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(p);
