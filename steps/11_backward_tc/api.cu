@@ -16,7 +16,7 @@
 //   * dQ: fp32 atomics (red.global.add.f32) into a workspace accumulator, converted to the
 //     problem's dtype (times the softmax scale) by a last kernel. dK and dV: written once.
 //   * The step runs a second main kernel where a block may have its shared memory (196 KB at
-//     d = 128, 166 KB at d = 64): FlashAttention-2's 2-D warp layouts, a layout per product,
+//     d = 128, 199 KB at d = 64): FlashAttention-2's 2-D warp layouts, a layout per product,
 //     P and dS both through shared memory (flash_bwd_2d.cuh); the one above, which chapter 11
 //     builds, elsewhere.
 //
@@ -53,8 +53,9 @@
 //                                                                       non-causal /     (spills)
 //                                                                       causal, and
 //                                                                       deterministic
-//   64   2-D, 128 × 128               fa2d64: m, c, f, unr.   166 KB    252 / 255,       none
-//                                                                       252 / 255
+//   64   2-D, 128 × 128               fa2d64c: m, c, f,       199 KB    252 / 254,       none
+//                                     unr., dQ by tensor                252 / 255
+//                                     reductions
 //   64   1-D, 64 × 128 (fallback)     1 barrier, v2, m, c, f  119 KB    236 / 246,       none
 //                                                                       237 / 243
 //   128  2-D, 64 × 128                fa2ufzuc: m, c, f,      196 KB    250 / 255,       8 bytes
@@ -64,10 +65,11 @@
 //
 // (m: no selects on mask-free tiles; c: the deterministic mode compiled, a kernel per mode;
 // f: P's exp2 flushing subnormals, kFastExp2; unr.: the S/dP k loop unrolled; dQ unr.: the dQ
-// k loop unrolled; dQ by tensor reductions: flash_bwd_2d.cuh's kDqBulk = 3, sm_90.
-// kernel_traits.cuh, BwdConfig: the fallbacks run where a block cannot have the 2-D kernel's
-// shared memory; kTunedBwd = false gives back the configuration first measured, the 1-D kernel at
-// 64 × 128 and 32 × 128 with no switch, 101 and 116.5 KB, 240 / 245 and 244 / 255 registers),
+// k loop unrolled; dQ by tensor reductions: flash_bwd_2d.cuh's kDqBulk = 3, sm_90, its staging
+// areas counted in the shared memory. kernel_traits.cuh, BwdConfig: the fallbacks run where a
+// block cannot have the 2-D kernel's shared memory; kTunedBwd = false gives back the
+// configuration first measured, the 1-D kernel at 64 × 128 and 32 × 128 with no switch, 101
+// and 116.5 KB, 240 / 245 and 244 / 255 registers),
 // and the D and convert kernels 30 and 28 registers. One CTA per SM. Both main kernels are at
 // the edge at d = 128: kernel_traits.cuh (the 1-D kernel) and variants/variants_d128_2d.cu
 // (rows fa2uf, fa2ufz, fa2ufzu) say what it took to keep them free of spills; the causal

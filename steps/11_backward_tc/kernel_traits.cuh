@@ -186,8 +186,10 @@ struct BwdParams {
 // docs/results/h200-variants-11-d91d3f9.md). It is the step's kernel at d = 128
 // (BwdConfig<128>), where a block may have its 196 KB. At d = 64 this kernel with the same kind of
 // switches gained 1.02–1.07 × (rows b1p2mc, b1p2mcz), and then the 2-D kernel in FlashAttention-2's
-// d = 64 layouts (128-row tiles, 166 KB) ran 1.11–1.22 × that (row fa2d64): it is the step's
-// at d = 64 too, and this kernel the fallback at both d where a block cannot have that much.
+// d = 64 layouts (128-row tiles, 166 KB) ran 1.11–1.22 × that (row fa2d64), and 1.00–1.05 ×
+// more with dQ sent by tensor reductions (row fa2d64c, 199 KB, docs/results/
+// h200-variants-11-7496b30.md): it is the step's at d = 64, and this kernel the fallback at both
+// d where a block cannot have that much.
 // ---------------------------------------------------------------------------------------------
 //
 // The switches after the tiles (all off in the configuration above; bin/variants_11 measures
@@ -351,8 +353,8 @@ struct Bwd2dTraits;
 /// measured fastest (docs/results/h200-variants-11-*.md) — at both d the kernel with
 /// FlashAttention-2's 2-D warp layouts (flash_bwd_2d.cuh), its S/dP loop unrolled, no selects
 /// on the Q tiles that need no mask, the deterministic mode compiled per mode, the tiles
-/// counted and P's exp2 flushing subnormals, and at d = 128 dQ's k loop unrolled and dQ sent
-/// by tensor reductions (rows fa2ufzuc at d = 128, fa2d64 at d = 64, with 128-row tiles); where a
+/// counted, P's exp2 flushing subnormals and dQ sent by tensor reductions, and at d = 128 dQ's
+/// k loop unrolled (rows fa2ufzuc at d = 128, fa2d64c at d = 64, with 128-row tiles); where a
 /// block cannot have its shared memory, this file's kernel with one barrier per Q tile, dQ's
 /// atomics in pairs and, at d = 64, the same switches (row b1p2mcz). false: the configuration
 /// chapter 11 builds first (64 × 128 at d = 64, 32 × 128 at d = 128, this kernel with every switch

@@ -4,9 +4,9 @@
 // layouts FlashAttention-2 chooses for that head dim and the switches of fa2ufz (the step's at d =
 // 128), bf16, described as a Variant by make_variant.cuh's make_variant_2d. The first three were
 // measured against b1p2mcz, the step's kernel at d = 64 when they were written; fa2d64 won
-// (docs/results/, chapter 11) and is the step's at d = 64 now (BwdConfig<64>,
-// kernel_traits.cuh), b1p2mcz its fallback. The last six change fa2d64's dQ product and are
-// predicted against it.
+// (docs/results/, chapter 11), b1p2mcz became its fallback. The last six change fa2d64's dQ
+// product and are predicted against it; the last, fa2d64c, is the step's at d = 64 now
+// (BwdConfig<64>, kernel_traits.cuh).
 #include <cuda_bf16.h>
 
 #include <vector>
@@ -146,8 +146,9 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   // ran 1.01–1.03× fa2d64 non-causal, 0.97–0.99× causal (h200-variants-11-6b33d03.md).
   // Predicted against fa2d64: 1.02–1.05× non-causal, 1.00–1.03× causal.
   // Measured (h200-variants-11-d91d3f9.md): 1.04–1.05× fa2d64 non-causal, 1.00–1.01× causal: the
-  // non-causal prediction held, causal at its low end. Not yet the step's at d = 64: its GPU tests
-  // and benchmark with it registered are still to run.
+  // non-causal prediction held, causal at its low end; again with it registered
+  // (h200-variants-11-7496b30.md): 1.05× non-causal, 1.00–1.02× causal. The step's at d = 64
+  // (BwdConfig<64>) from then on.
   out.push_back(make_variant_2d<
                 Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 3>>(
       "fa2d64c", "fa2d64t with the boxes sent by one thread after the next tile's barrier"));
