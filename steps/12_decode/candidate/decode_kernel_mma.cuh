@@ -45,7 +45,7 @@ using step07::pack_pair;
 /// the sum of two Elements (16 bits of P at bf16, 22 at fp16), or P rounded once as in step 07.
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
-          bool kSwizzle_ = false, bool kTileTable_ = false>
+          bool kSwizzle_ = false, bool kTileTable_ = false, int kL2Bytes_ = 0>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -72,6 +72,10 @@ struct DecodeTraitsMma {
   // read once per tile by the first lanes of each warp and shuffled to the lanes that copy,
   // instead of a lookup per 16-byte chunk (load_tile_async, split_tiles.cuh; cp.async only).
   static constexpr bool kTileTable = kTileTable_;
+  // The cp.async copies ask L2 for kL2Bytes_ (128 or 256) aligned bytes from HBM at once
+  // (load_tile_async, split_tiles.cuh), 0: no prefetch-size qualifier.
+  static constexpr int kL2Bytes = kL2Bytes_;
+  static_assert(!(kL2Bytes && kBulk), "the prefetch size qualifies the cp.async copies only");
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kMaxRows = 16;  // one m16 tile of the products
@@ -282,8 +286,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
         }
       }
     } else {
-      load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, Traits::kTileTable>(
-          p, b, g, tile, key_end, sK, sV);
+      load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, Traits::kTileTable,
+                      Traits::kL2Bytes>(p, b, g, tile, key_end, sK, sV);
     }
   };
   // The rows of tile `tile` into L2 (Traits::kPrefetch), a thread per row of K or V.

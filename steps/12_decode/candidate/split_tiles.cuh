@@ -7,6 +7,27 @@
 
 namespace fa::step12 {
 
+/// \brief cp_async_16 asking L2 to fetch kL2Bytes (128 or 256) aligned bytes around the chunk
+/// from HBM at once (cp.async's prefetch-size qualifier .L2::128B / .L2::256B, sm_80), instead
+/// of the sectors the request touches; 0: cp_async_16 itself.
+template <int kL2Bytes>
+__device__ __forceinline__ void cp_async_16_l2(uint32_t smem_addr, const void* gmem, bool valid) {
+  static_assert(kL2Bytes == 0 || kL2Bytes == 128 || kL2Bytes == 256, "an L2 prefetch size");
+  if constexpr (kL2Bytes == 0) {
+    cp_async_16(smem_addr, gmem, valid);
+  } else {
+    const int src_bytes = valid ? 16 : 0;
+    if constexpr (kL2Bytes == 128)
+      asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem_addr),
+                   "l"(gmem), "r"(src_bytes)
+                   : "memory");
+    else
+      asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr),
+                   "l"(gmem), "r"(src_bytes)
+                   : "memory");
+  }
+}
+
 /// \brief A block's part of sequence b's keys: tiles [t_begin, t_end) of kN keys (the chapter's
 /// rule, ⌈tiles / num_splits⌉ each), keys at or past key_end not attended to.
 struct SplitTiles {
@@ -42,8 +63,9 @@ __device__ __forceinline__ SplitTiles split_tiles(const DecodeParams& p, int b, 
 /// dependent read of the table, a division, its checks) per chunk. The same rows and the same
 /// checks as cache_row(): a position past key_end or the capacity, a column outside the table,
 /// an entry outside the pool: a zero row, nothing read outside the table or the pool.
+/// kL2Bytes: the copies' L2 prefetch size (cp_async_16_l2), 0 for none.
 template <int kD, int kN, int kStride, int kThreads, bool kSwizzle = false, bool kTileTable = false,
-          class Element>
+          int kL2Bytes = 0, class Element>
 __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, int g, int tile,
                                                 int key_end, Element* sK, Element* sV) {
   constexpr int kChunks = kD / 8;
@@ -87,8 +109,8 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
         const int64_t src =
             ok ? int64_t{first + (pos & (ps - 1))} * row_elems + int64_t{g} * kD + c * 8 : 0;
         const int dst = key * kStride + (kSwizzle ? c ^ (key % 8) : c) * 8;
-        cp_async_16(smem_u32(sK + dst), k_cache + src, ok);
-        cp_async_16(smem_u32(sV + dst), v_cache + src, ok);
+        cp_async_16_l2<kL2Bytes>(smem_u32(sK + dst), k_cache + src, ok);
+        cp_async_16_l2<kL2Bytes>(smem_u32(sV + dst), v_cache + src, ok);
       }
       return;
     }
@@ -104,8 +126,8 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
     const bool ok = row >= 0;
     const int64_t src = ok ? row + int64_t{g} * kD + c * 8 : 0;
     const int dst = key * kStride + (kSwizzle ? c ^ (key % 8) : c) * 8;
-    cp_async_16(smem_u32(sK + dst), k_cache + src, ok);
-    cp_async_16(smem_u32(sV + dst), v_cache + src, ok);
+    cp_async_16_l2<kL2Bytes>(smem_u32(sK + dst), k_cache + src, ok);
+    cp_async_16_l2<kL2Bytes>(smem_u32(sV + dst), v_cache + src, ok);
   }
 }
 

@@ -191,6 +191,14 @@
 //          (m3w4s ≈ 0.58-0.60) and at B = 1, 16k (≈ 0.61 MHA, 0.71 GQA today); the contiguous
 //          cache and pages of 64 as m3w4s's within 3% (their path is unchanged). If pages of 16
 //          stay lower, what is left is 4 pages (4 address translations) per tile against 1.
+//   m3w4spl1, m3w4spl2  m3w4sp with cp.async's prefetch-size qualifier, .L2::128B and .L2::256B:
+//          on a miss, L2 asks HBM for the aligned 128 or 256 bytes around the 16-byte chunk, not
+//          only the sectors the request touches. A row of K or V at d = 128 is 256 bytes, its 16
+//          chunks copied by 16 lanes of one warp in one instruction, so its sectors are asked for
+//          within a few cycles anyway; what the qualifier can change is how L2 groups them into
+//          HBM requests. m3w4sp reads 96-98% of the measured bandwidth at B >= 8, 16k and 32k,
+//          torch_cudnn 99-100% (docs/results/h200-decode.md). Predicted: there, 1.00-1.02x
+//          m3w4sp (128 B) and 1.01-1.03x (256 B); B = 1 as m3w4sp within 3%.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -303,9 +311,9 @@ template <int kStages, int kWarps, int kBlockN>
 using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
           int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0,
-          bool kTileTable = false>
+          bool kTileTable = false, int kL2Bytes = 0>
 using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch,
-                                           kEarly, kSwizzle, kTileTable>,
+                                           kEarly, kSwizzle, kTileTable, kL2Bytes>,
                            true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
@@ -368,6 +376,14 @@ struct M3W4S : Mma<3, 4, 64, true, false, 0, false, true> {
 struct M3W4SP : Mma<3, 4, 64, true, false, 0, false, true, 0, true> {
   static constexpr const char* kName = "m3w4sp";
   static constexpr const char* kLesson = "m3w4s, a tile's block-table entries read once per tile";
+};
+struct M3W4SPL1 : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 128> {
+  static constexpr const char* kName = "m3w4spl1";
+  static constexpr const char* kLesson = "m3w4sp, its copies asking L2 for 128 bytes at once";
+};
+struct M3W4SPL2 : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 256> {
+  static constexpr const char* kName = "m3w4spl2";
+  static constexpr const char* kLesson = "m3w4sp, its copies asking L2 for 256 bytes at once";
 };
 struct M2W4S2 : Mma<2, 4, 64, true, false, 0, false, true, 2> {
   static constexpr const char* kName = "m2w4s2";
@@ -489,7 +505,13 @@ std::vector<DecodeVariant> decode_variants() {
                     "3.78 / 4.24 / 3.09 / 3.84 (splits 8 / 12 / 32 / 32 / 3 / 3 / 6 / 6)"),
           make<M3W4SP>("m3w4s reading a tile's block-table entries once per tile (pages < 64)",
                        "pages of 16 as m3w4s's pages of 64: >= 0.88 of contiguous at B=8 and "
-                       "B=1, 16k (m3w4s: 0.58-0.61); contiguous and pages of 64 as m3w4s")};
+                       "B=1, 16k (m3w4s: 0.58-0.61); contiguous and pages of 64 as m3w4s"),
+          make<M3W4SPL1>("m3w4sp with cp.async's L2 prefetch size 128 B",
+                         "B=8, 16k/32k: 1.00-1.02x m3w4sp (a 256-byte row in 2 L2 requests, "
+                         "not 8 sectors' worth); B=1 as m3w4sp within 3%"),
+          make<M3W4SPL2>("m3w4sp with cp.async's L2 prefetch size 256 B",
+                         "B=8, 16k/32k: 1.01-1.03x m3w4sp (a 256-byte row of K or V fetched "
+                         "from HBM at once); B=1 as m3w4sp within 3%")};
 }
 
 }  // namespace fa::step12
