@@ -243,6 +243,7 @@ int main(int argc, char** argv) try {
       fa::bench::measure_hbm_read(static_cast<std::size_t>(g_run.hbm_gib) << 30, g_run.warmup,
                                   g_run.hbm_reps, g_run.spin_cycles);
   g_hbm_tbps = hbm.tbps;
+  if (!g_run.no_hbm_wait) fa::bench::set_decode_hbm_yardstick(hbm.tbps);
   std::printf(
       "HBM read bandwidth: %.3f TB/s (a streaming read of %d GiB, bytes read only, "
       "median of %d runs: %.3f ms)\n",

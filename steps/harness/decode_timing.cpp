@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -66,6 +67,10 @@ void add_decode_run_options(CLI::App& app, DecodeRunOptions& o) {
                  "0.5 ms), as bench_all and scripts/peers.py do; 0 = off")
       ->check(cli::int_range(0))
       ->capture_default_str();
+  app.add_flag("--no-hbm-wait", o.no_hbm_wait,
+               "time a problem as soon as its inputs are made, without first waiting until HBM "
+               "reads at 97% of the measured bandwidth again after the previous problem's "
+               "inputs were freed");
 }
 
 DecodeProblem make_decode(DType dtype, int d, int batch, int heads_q, int heads_kv, int q_len,
@@ -164,11 +169,38 @@ std::string DecodeInputs::finite() const {
   return {};
 }
 
+namespace {
+double g_hbm_yardstick = 0;  // TB/s; 0: no wait
+}  // namespace
+
+void set_decode_hbm_yardstick(double tbps) { g_hbm_yardstick = tbps; }
+
 DecodeInputs& decode_inputs_for(const DecodeProblem& p) {
   static std::unique_ptr<DecodeInputs> cache;
   if (!cache || !same_inputs(cache->p, p)) {
+    const double freed_gib = cache ? cache_bytes(cache->p) / double(1 << 30) : 0.0;
     cache.reset();  // free the previous problem's first
     cache = std::make_unique<DecodeInputs>(p);
+    if (g_hbm_yardstick > 0 && freed_gib > 0) {
+      const std::size_t k_bytes = std::size_t(cache_bytes(p) / 2) / 16 * 16;
+      static std::unique_ptr<DeviceBuffer> probe;  // kept: freeing it would be what we wait out
+      const void* data = cache->k_cache.get();
+      std::size_t bytes = k_bytes;
+      if (k_bytes < (std::size_t{256} << 20)) {
+        if (!probe) {
+          probe = std::make_unique<DeviceBuffer>(std::size_t{1} << 30);
+          fill_normal(probe->get(), (std::size_t{1} << 30) / 2, DType::BF16, kDecodeSeed + 5);
+        }
+        data = probe->get();
+        bytes = std::size_t{1} << 30;
+      }
+      const double ms = wait_for_hbm_read(data, bytes, g_hbm_yardstick);
+      if (ms > 0)
+        std::fprintf(stderr,
+                     "decode inputs: waited %.0f ms for HBM reads at 97%% of %.2f TB/s again "
+                     "(%.1f GiB of K and V freed before %s)\n",
+                     ms, g_hbm_yardstick, freed_gib, p.describe().c_str());
+    }
   }
   return *cache;
 }

@@ -36,14 +36,16 @@ struct DecodeRunOptions {
   int hbm_reps = 20;                ///< its timed runs
   int max_cache_gib = 40;           ///< the largest K and V caches, together
   long long spin_cycles = 1000000;  ///< the GPU spin before each timed call
+  bool no_hbm_wait = false;  ///< new inputs do not wait for HBM reads at speed (decode_inputs_for)
 };
 
 /// \brief Adds --batches, --caches, --heads-q, --heads-kv and --page-sizes, each with its
 /// validator, their defaults o's. \param app the command line \param o the options
 void add_decode_shape_options(CLI::App& app, DecodeShapeOptions& o);
 
-/// \brief Adds --reps, --warmup, --hbm-gib, --hbm-reps, --max-cache-gib and
-/// --queue-ahead-cycles, each with its validator. \param app the command line \param o the options
+/// \brief Adds --reps, --warmup, --hbm-gib, --hbm-reps, --max-cache-gib,
+/// --queue-ahead-cycles, each with its validator, and --no-hbm-wait. \param app the command line
+/// \param o the options
 void add_decode_run_options(CLI::App& app, DecodeRunOptions& o);
 
 /// \brief The seed of the decoding programs' inputs and page shuffles.
@@ -80,9 +82,19 @@ struct DecodeInputs : DecodeBuffers {
 };
 
 /// \brief The inputs of `p`: the previous call's when they were made for the same problem,
-/// else new ones (the previous problem's are freed first). \param p the problem
-/// \return the inputs, valid until the next call with another problem
+/// else new ones (the previous problem's are freed first). With a yardstick set
+/// (set_decode_hbm_yardstick), new inputs that replace others are returned only once a
+/// streaming read of their K cache (of a buffer of 1 GiB kept for it, when the K cache is under
+/// 256 MiB, L2 being 50 MB) runs at 97% of it again, for at most 5 s: after a large problem is
+/// freed the device reads slower for a while (measured on the H200: 3.80 TB/s against 4.38 for
+/// the same kernel on the same inputs moments later, the first row after 17 GB were freed), and
+/// a row timed then would carry the order of the rows. A wait is said on stderr.
+/// \param p the problem \return the inputs, valid until the next call with another problem
 DecodeInputs& decode_inputs_for(const DecodeProblem& p);
+
+/// \brief The HBM read bandwidth (TB/s, measure_hbm_read) new inputs wait for
+/// (decode_inputs_for); 0, the default, waits for nothing. \param tbps the yardstick
+void set_decode_hbm_yardstick(double tbps);
 
 /// \brief Times the attention of `step` (DecodeStepInfo::attend: the split-KV kernel and the
 /// combine) on `p` with `splits` splits: O and L poisoned, `warmup` (at least 1) calls through

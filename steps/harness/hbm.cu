@@ -5,8 +5,10 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include "common/cuda_check.h"
@@ -94,14 +96,26 @@ HbmRead measure_hbm_read(std::size_t bytes, int warmup, int reps, long long spin
                                 ") must be a positive multiple of 16, reps (" +
                                 std::to_string(reps) + ") at least 1, warmup (" +
                                 std::to_string(warmup) + ") at least 0");
-  DeviceBuffer buffer(bytes), sink(sizeof(unsigned));
+  DeviceBuffer buffer(bytes);
   fill_normal(buffer.get(), bytes / 2, DType::BF16, 7);  // random bits, never zeros
+  return time_hbm_read(buffer.get(), bytes, warmup, reps, spin_cycles);
+}
+
+HbmRead time_hbm_read(const void* data, std::size_t bytes, int warmup, int reps,
+                      long long spin_cycles) {
+  if (bytes < 16 || bytes % 16 != 0 || reps < 1 || warmup < 0)
+    throw std::invalid_argument("time_hbm_read: bytes (" + std::to_string(bytes) +
+                                ") must be a positive multiple of 16, reps (" +
+                                std::to_string(reps) + ") at least 1, warmup (" +
+                                std::to_string(warmup) + ") at least 0");
+  DeviceBuffer sink(sizeof(unsigned));
   const std::size_t n = bytes / 16;
   const int grid = grid_for(n, 8);
   // Should the XOR of one thread's reads ever equal the sentinel (odds of 2^-32), that thread
   // writes one word: harmless to the figure.
   auto run = [&] {
-    read_kernel<<<grid, kThreads>>>(buffer.as<uint4>(), n, 0xFFFFFFFFu, sink.as<unsigned>());
+    read_kernel<<<grid, kThreads>>>(static_cast<const uint4*>(data), n, 0xFFFFFFFFu,
+                                    sink.as<unsigned>());
     CUDA_CHECK_LAUNCH();
   };
   HbmRead r;
@@ -110,6 +124,20 @@ HbmRead measure_hbm_read(std::size_t bytes, int warmup, int reps, long long spin
   r.median_ms = time_median_ms(run, warmup, reps, nullptr, [&] { gpu_spin(spin_cycles); });
   r.tbps = r.bytes / (r.median_ms * 1e-3) / 1e12;
   return r;
+}
+
+double wait_for_hbm_read(const void* data, std::size_t bytes, double tbps, double fraction,
+                         int interval_ms, int max_ms) {
+  const auto start = std::chrono::steady_clock::now();
+  auto waited_ms = [&] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
+  };
+  while (time_hbm_read(data, bytes, 1, 3, 0).tbps < fraction * tbps && waited_ms() < max_ms)
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+  const double ms = waited_ms();
+  // One probe (a few milliseconds) found it at speed: report no wait.
+  return ms < interval_ms ? 0.0 : ms;
 }
 
 }  // namespace fa::bench

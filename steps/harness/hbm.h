@@ -37,4 +37,19 @@ struct HbmRead {
 /// \param reps timed runs \param spin_cycles the spin before each \return the figure
 HbmRead measure_hbm_read(std::size_t bytes, int warmup, int reps, long long spin_cycles);
 
+/// \brief The same streaming read and timing as measure_hbm_read, of `bytes` of device memory
+/// at `data` (filled, never zeros; 16-byte aligned) instead of a buffer of its own.
+/// \param data the memory \param bytes how much, a multiple of 16 \param warmup untimed runs
+/// \param reps timed runs \param spin_cycles the spin before each \return the figure
+HbmRead time_hbm_read(const void* data, std::size_t bytes, int warmup, int reps,
+                      long long spin_cycles);
+
+/// \brief Waits until a streaming read of `data` (`bytes`, as time_hbm_read: a few runs) runs at
+/// `fraction` of `tbps` or faster, probing every `interval_ms` milliseconds for at most
+/// `max_ms`. What it waits out: work the device does in the background that takes HBM bandwidth
+/// from the timed kernels, e.g. the driver clearing memory a program has just freed.
+/// \return the milliseconds waited (0: at speed at once; max_ms or more: never at speed)
+double wait_for_hbm_read(const void* data, std::size_t bytes, double tbps, double fraction = 0.97,
+                         int interval_ms = 10, int max_ms = 5000);
+
 }  // namespace fa::bench

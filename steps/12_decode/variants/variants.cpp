@@ -242,6 +242,7 @@ int main(int argc, char** argv) try {
               hbm.tbps, run.hbm_gib, hbm.reps);
   std::fflush(stdout);
   benchmark::AddCustomContext("hbm_read_tbps", std::to_string(hbm.tbps));
+  if (!run.no_hbm_wait) fa::bench::set_decode_hbm_yardstick(hbm.tbps);
 
   // Timed cells, shape by shape (the inputs are made once per shape), passing rows only.
   std::map<std::pair<std::size_t, std::size_t>, Cell> cells;  // (row, problem)
