@@ -84,11 +84,11 @@ struct DecodeInputs : DecodeBuffers {
 /// \brief The inputs of `p`: the previous call's when they were made for the same problem,
 /// else new ones (the previous problem's are freed first). With a yardstick set
 /// (set_decode_hbm_yardstick), new inputs that replace others are returned only once a
-/// streaming read of their K cache (of a buffer of 1 GiB kept for it, when the K cache is under
-/// 256 MiB, L2 being 50 MB) runs at 97% of it again, for at most 5 s: after a large problem is
-/// freed the device reads slower for a while (measured on the H200: 3.80 TB/s against 4.38 for
-/// the same kernel on the same inputs moments later, the first row after 17 GB were freed), and
-/// a row timed then would carry the order of the rows. A wait is said on stderr.
+/// streaming read of a buffer of 1 GiB (made once and kept) runs at 95% of it again, for at
+/// most 5 s: after a large problem is freed the device reads slower for some tens of
+/// milliseconds (measured on the H200: 3.80 TB/s against 4.37 for the same kernel on the same
+/// inputs, the first row timed after 16 GiB were freed, without and with the wait), and a row
+/// timed then would carry the order of the rows. A wait is said on stderr.
 /// \param p the problem \return the inputs, valid until the next call with another problem
 DecodeInputs& decode_inputs_for(const DecodeProblem& p);
 
