@@ -199,6 +199,10 @@
 //          HBM requests. m3w4sp reads 96-98% of the measured bandwidth at B >= 8, 16k and 32k,
 //          torch_cudnn 99-100% (docs/results/h200-decode.md). Predicted: there, 1.00-1.02x
 //          m3w4sp (128 B) and 1.01-1.03x (256 B); B = 1 as m3w4sp within 3%.
+//          Measured (docs/results/h200-variants-12-689dbf3.md, B = 8 and 32, 16k and 32k, MHA
+//          and GQA): 128 B level with m3w4sp (1.00x), 256 B 0.92-0.94x (pages of 64:
+//          0.94-0.98x), the prediction's sign wrong. Neither kept; what the larger fetch costs
+//          was not looked into.
 #include <cuda_bf16.h>
 
 #include <algorithm>
