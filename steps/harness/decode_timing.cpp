@@ -68,9 +68,11 @@ void add_decode_run_options(CLI::App& app, DecodeRunOptions& o) {
       ->check(cli::int_range(0))
       ->capture_default_str();
   app.add_flag("--no-hbm-wait", o.no_hbm_wait,
-               "time a problem as soon as its inputs are made, without first waiting until HBM "
-               "reads at 95% of the measured bandwidth again after the previous problem's "
-               "inputs were freed");
+               "time a problem as soon as its inputs are made, without first waiting (at most "
+               "5 s) until a read of a 1 GiB buffer kept for it runs at " +
+                   std::to_string(std::lround(100 * kDecodeHbmWaitFraction)) +
+                   "% of the measured bandwidth again after the previous problem's inputs (or "
+                   "the measurement's buffer) were freed");
 }
 
 DecodeProblem make_decode(DType dtype, int d, int batch, int heads_q, int heads_kv, int q_len,
@@ -171,9 +173,24 @@ std::string DecodeInputs::finite() const {
 
 namespace {
 double g_hbm_yardstick = 0;  // TB/s; 0: no wait
+// The probe of the wait: 1 GiB, made with the yardstick and kept (freeing it would be what we
+// wait out), large enough that a read of it runs at 98% of the 4 GiB yardstick when nothing
+// else runs.
+constexpr std::size_t kProbeBytes = std::size_t{1} << 30;
+std::unique_ptr<DeviceBuffer> g_probe;
 }  // namespace
 
-void set_decode_hbm_yardstick(double tbps) { g_hbm_yardstick = tbps; }
+void set_decode_hbm_yardstick(double tbps) {
+  if (!(tbps >= 0))
+    throw std::invalid_argument("set_decode_hbm_yardstick: tbps (" + std::to_string(tbps) +
+                                ") must be >= 0 (0: no wait)");
+  g_hbm_yardstick = tbps;
+  if (tbps > 0 && !g_probe) {
+    g_probe = std::make_unique<DeviceBuffer>(kProbeBytes);
+    fill_normal(g_probe->get(), kProbeBytes / 2, DType::BF16, kDecodeSeed + 5);
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+}
 
 DecodeInputs& decode_inputs_for(const DecodeProblem& p) {
   static std::unique_ptr<DecodeInputs> cache;
@@ -181,21 +198,22 @@ DecodeInputs& decode_inputs_for(const DecodeProblem& p) {
     const double freed_gib = cache ? cache_bytes(cache->p) / double(1 << 30) : 0.0;
     cache.reset();  // free the previous problem's first
     cache = std::make_unique<DecodeInputs>(p);
-    if (g_hbm_yardstick > 0 && freed_gib > 0) {
-      // The probe: 1 GiB, made once and kept (freeing it would be what we wait out), large
-      // enough that a read of it runs at 98% of the 4 GiB yardstick when nothing else runs.
-      constexpr std::size_t kProbeBytes = std::size_t{1} << 30;
-      static std::unique_ptr<DeviceBuffer> probe;
-      if (!probe) {
-        probe = std::make_unique<DeviceBuffer>(kProbeBytes);
-        fill_normal(probe->get(), kProbeBytes / 2, DType::BF16, kDecodeSeed + 5);
-      }
-      const double ms = wait_for_hbm_read(probe->get(), kProbeBytes, g_hbm_yardstick, 0.95);
-      if (ms > 0)
+    // Every new problem waits, the first too: the bandwidth measurement before it freed its
+    // own buffer.
+    if (g_hbm_yardstick > 0 && g_probe) {
+      const HbmWait w = wait_for_hbm_read(g_probe->get(), kProbeBytes, g_hbm_yardstick,
+                                          kDecodeHbmWaitFraction, 10, 5000);
+      const int pct = static_cast<int>(std::lround(100 * kDecodeHbmWaitFraction));
+      if (!w.at_speed)
         std::fprintf(stderr,
-                     "decode inputs: waited %.0f ms for HBM reads at 95%% of %.2f TB/s again "
+                     "decode inputs: HBM reads did not reach %d%% of %.2f TB/s within %.0f ms "
+                     "(%.1f GiB of K and V freed before %s); timed anyway\n",
+                     pct, g_hbm_yardstick, w.ms, freed_gib, p.describe().c_str());
+      else if (w.ms > 0)
+        std::fprintf(stderr,
+                     "decode inputs: waited %.0f ms for HBM reads at %d%% of %.2f TB/s again "
                      "(%.1f GiB of K and V freed before %s)\n",
-                     ms, g_hbm_yardstick, freed_gib, p.describe().c_str());
+                     w.ms, pct, g_hbm_yardstick, freed_gib, p.describe().c_str());
     }
   }
   return *cache;

@@ -83,17 +83,22 @@ struct DecodeInputs : DecodeBuffers {
 
 /// \brief The inputs of `p`: the previous call's when they were made for the same problem,
 /// else new ones (the previous problem's are freed first). With a yardstick set
-/// (set_decode_hbm_yardstick), new inputs that replace others are returned only once a
-/// streaming read of a buffer of 1 GiB (made once and kept) runs at 95% of it again, for at
-/// most 5 s: after a large problem is freed the device reads slower for some tens of
+/// (set_decode_hbm_yardstick), new inputs are returned only once a streaming read of a buffer
+/// of 1 GiB (made with the yardstick and kept) runs at kDecodeHbmWaitFraction of it again, for
+/// at most 5 s: after a large problem is freed the device reads slower for some tens of
 /// milliseconds (measured on the H200: 3.80 TB/s against 4.37 for the same kernel on the same
 /// inputs, the first row timed after 16 GiB were freed, without and with the wait), and a row
 /// timed then would carry the order of the rows. A wait is said on stderr.
 /// \param p the problem \return the inputs, valid until the next call with another problem
 DecodeInputs& decode_inputs_for(const DecodeProblem& p);
 
+/// \brief The fraction of the yardstick a read of the probe must reach before new inputs are
+/// timed (decode_inputs_for).
+constexpr double kDecodeHbmWaitFraction = 0.95;
+
 /// \brief The HBM read bandwidth (TB/s, measure_hbm_read) new inputs wait for
-/// (decode_inputs_for); 0, the default, waits for nothing. \param tbps the yardstick
+/// (decode_inputs_for), and the 1 GiB probe they wait with, made here (device memory beyond
+/// --max-cache-gib); 0, the default, waits for nothing. \param tbps the yardstick, >= 0
 void set_decode_hbm_yardstick(double tbps);
 
 /// \brief Times the attention of `step` (DecodeStepInfo::attend: the split-KV kernel and the

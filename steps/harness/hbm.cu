@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -91,11 +92,9 @@ void fill_normal(void* data, std::size_t n, DType dtype, std::uint64_t seed, cud
 }
 
 HbmRead measure_hbm_read(std::size_t bytes, int warmup, int reps, long long spin_cycles) {
-  if (bytes < 16 || bytes % 16 != 0 || reps < 1 || warmup < 0)
+  if (bytes < 16 || bytes % 16 != 0)  // the rest is time_hbm_read's to check
     throw std::invalid_argument("measure_hbm_read: bytes (" + std::to_string(bytes) +
-                                ") must be a positive multiple of 16, reps (" +
-                                std::to_string(reps) + ") at least 1, warmup (" +
-                                std::to_string(warmup) + ") at least 0");
+                                ") must be a positive multiple of 16");
   DeviceBuffer buffer(bytes);
   fill_normal(buffer.get(), bytes / 2, DType::BF16, 7);  // random bits, never zeros
   return time_hbm_read(buffer.get(), bytes, warmup, reps, spin_cycles);
@@ -108,7 +107,13 @@ HbmRead time_hbm_read(const void* data, std::size_t bytes, int warmup, int reps,
                                 ") must be a positive multiple of 16, reps (" +
                                 std::to_string(reps) + ") at least 1, warmup (" +
                                 std::to_string(warmup) + ") at least 0");
-  DeviceBuffer sink(sizeof(unsigned));
+  if (reinterpret_cast<std::uintptr_t>(data) % 16 != 0)
+    throw std::invalid_argument("time_hbm_read: data (" +
+                                std::to_string(reinterpret_cast<std::uintptr_t>(data)) +
+                                ") must be 16-byte aligned");
+  // The word a read writes only by chance: one per program, so that probing in a loop
+  // (wait_for_hbm_read) allocates and frees nothing.
+  static DeviceBuffer sink(sizeof(unsigned));
   const std::size_t n = bytes / 16;
   const int grid = grid_for(n, 8);
   // Should the XOR of one thread's reads ever equal the sentinel (odds of 2^-32), that thread
@@ -126,18 +131,29 @@ HbmRead time_hbm_read(const void* data, std::size_t bytes, int warmup, int reps,
   return r;
 }
 
-double wait_for_hbm_read(const void* data, std::size_t bytes, double tbps, double fraction,
-                         int interval_ms, int max_ms) {
+HbmWait wait_for_hbm_read(const void* data, std::size_t bytes, double tbps, double fraction,
+                          int interval_ms, int max_ms) {
+  if (!(tbps > 0) || !(fraction > 0 && fraction <= 1) || interval_ms < 1 || max_ms < 0)
+    throw std::invalid_argument("wait_for_hbm_read: tbps (" + std::to_string(tbps) +
+                                ") must be > 0, fraction (" + std::to_string(fraction) +
+                                ") in (0, 1], interval_ms (" + std::to_string(interval_ms) +
+                                ") at least 1, max_ms (" + std::to_string(max_ms) + ") at least 0");
   const auto start = std::chrono::steady_clock::now();
   auto waited_ms = [&] {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
         .count();
   };
-  while (time_hbm_read(data, bytes, 1, 3, 0).tbps < fraction * tbps && waited_ms() < max_ms)
+  HbmWait w;
+  int probes = 0;
+  for (;;) {
+    ++probes;
+    w.at_speed = time_hbm_read(data, bytes, 1, 3, 0).tbps >= fraction * tbps;
+    if (w.at_speed || waited_ms() >= max_ms) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
-  const double ms = waited_ms();
-  // One probe (a few milliseconds) found it at speed: report no wait.
-  return ms < interval_ms ? 0.0 : ms;
+  }
+  // At speed at the first probe (a few milliseconds): no wait.
+  w.ms = w.at_speed && probes == 1 ? 0.0 : waited_ms();
+  return w;
 }
 
 }  // namespace fa::bench

@@ -44,12 +44,20 @@ HbmRead measure_hbm_read(std::size_t bytes, int warmup, int reps, long long spin
 HbmRead time_hbm_read(const void* data, std::size_t bytes, int warmup, int reps,
                       long long spin_cycles);
 
+/// \brief What wait_for_hbm_read saw.
+struct HbmWait {
+  double ms = 0;          ///< milliseconds waited (0: at speed at the first probe)
+  bool at_speed = false;  ///< the last probe read at the asked speed (false: gave up at max_ms)
+};
+
 /// \brief Waits until a streaming read of `data` (`bytes`, as time_hbm_read: a few runs) runs at
 /// `fraction` of `tbps` or faster, probing every `interval_ms` milliseconds for at most
 /// `max_ms`. What it waits out: work the device does in the background that takes HBM bandwidth
 /// from the timed kernels, e.g. the driver clearing memory a program has just freed.
-/// \return the milliseconds waited (0: at speed at once; max_ms or more: never at speed)
-double wait_for_hbm_read(const void* data, std::size_t bytes, double tbps, double fraction = 0.97,
-                         int interval_ms = 10, int max_ms = 5000);
+/// \param data the memory \param bytes how much \param tbps the yardstick, > 0
+/// \param fraction of it, in (0, 1] \param interval_ms between probes, >= 1
+/// \param max_ms the longest wait, >= 0 \return how long, and whether it got there
+HbmWait wait_for_hbm_read(const void* data, std::size_t bytes, double tbps, double fraction,
+                          int interval_ms, int max_ms);
 
 }  // namespace fa::bench
