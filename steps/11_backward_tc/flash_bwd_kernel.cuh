@@ -824,9 +824,14 @@ inline CUtensorMap make_dq_tensor_map(const BwdParams& p, int box_cols, int box_
                             elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    throw CudaError(cudaErrorInvalidValue,
-                    "cuTensorMapEncodeTiled failed for dQ's accumulator (CUresult " +
-                        std::to_string(static_cast<int>(r)) + ") in step 11");
+    throw CudaError(
+        cudaErrorInvalidValue,
+        "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
+            ") for dQ's accumulator in step 11: dims d = " + std::to_string(d) +
+            ", N_q = " + std::to_string(n) + ", B * H_q = " + std::to_string(dims[2]) +
+            " (each at most 2^32), box " + std::to_string(box_cols) + " x " +
+            std::to_string(box_rows) + ", workspace address mod 16 = " +
+            std::to_string(reinterpret_cast<std::uintptr_t>(p.dq_acc) % 16) + " (must be 0)");
   return map;
 }
 
