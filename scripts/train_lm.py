@@ -97,11 +97,19 @@ def parse_args(argv=None):
                    help="glob of the training text (default: docs/*.md of this repository)")
     p.add_argument("--out", default=None,
                    help="the JSON log (default: lm_<attention>.json in this folder)")
+    p.add_argument("--profile", default=None, metavar="FILE",
+                   help="profile the last --profile-steps steps with torch.profiler and write "
+                        "the GPU time per kernel and per operator to FILE (those steps' "
+                        "times are left out of the median tokens/s)")
+    p.add_argument("--profile-steps", type=positive, default=3,
+                   help="steps profiled with --profile (default: 3)")
     args = p.parse_args(argv)
     if args.d_model % args.heads:
         p.error(f"--d-model ({args.d_model}) must be a multiple of --heads ({args.heads})")
     if not 0 <= args.warmup < args.steps:
         p.error(f"--warmup ({args.warmup}) must be in 0 .. --steps - 1 ({args.steps - 1})")
+    if args.profile and args.profile_steps >= args.steps:
+        p.error(f"--profile-steps ({args.profile_steps}) must be below --steps ({args.steps})")
     files = sorted(glob.glob(args.text))
     if not files:
         p.error(f"--text: no file matches {args.text!r}")
@@ -221,6 +229,21 @@ def build_model(args, torch, attend):
     return LM()
 
 
+def write_profile(profiler, args, how, steps):
+    """The profiled steps' GPU time per kernel and per operator (torch.profiler's own tables),
+    the largest first, into args.profile."""
+    events = profiler.key_averages()
+    sort = "self_device_time_total"
+    if not hasattr(events[0] if len(events) else None, sort):
+        sort = "self_cuda_time_total"  # PyTorch before 2.4
+    with open(args.profile, "w") as f:
+        f.write(f"# torch.profiler over {steps} training steps of scripts/train_lm.py, attention "
+                f"{how}, {args.batch} x {args.context} tokens per step; times are totals over "
+                "those steps\n\n")
+        f.write(events.table(sort_by=sort, row_limit=60, max_name_column_width=90))
+        f.write("\n")
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
@@ -314,7 +337,13 @@ def main(argv=None):
 
     gen = torch.Generator().manual_seed(args.seed)  # the same batches for both attentions
     tokens_per_step = args.batch * args.context
+    first_profiled = args.steps - args.profile_steps + 1 if args.profile else args.steps + 1
+    profiler = None
     for step in range(1, args.steps + 1):
+        if step == first_profiled:
+            profiler = torch.profiler.profile(activities=[
+                torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
+            profiler.__enter__()
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
         tokens, targets = batch(train, gen)
@@ -330,7 +359,11 @@ def main(argv=None):
         value = loss.item()  # waits for the step
         seconds = time.perf_counter() - start
         log["train"].append({"step": step, "loss": value, "lr": lr_at(step), "seconds": seconds,
-                             "tokens_per_s": tokens_per_step / seconds})
+                             "tokens_per_s": tokens_per_step / seconds,
+                             "profiled": step >= first_profiled})
+        if profiler is not None and step == args.steps:  # before the last validation
+            profiler.__exit__(None, None, None)
+            write_profile(profiler, args, how, args.steps - first_profiled + 1)
         if not math.isfinite(value):
             print(f"train_lm: step {step}: the loss is {value}; stopping", file=sys.stderr)
             break
@@ -339,7 +372,8 @@ def main(argv=None):
             print(f"step {step:5d}  loss {value:.4f}  val {log['val'][-1]['loss']:.4f}  "
                   f"{tokens_per_step / seconds:,.0f} tokens/s", flush=True)
 
-    rates = sorted(r["tokens_per_s"] for r in log["train"][min(10, len(log["train"]) - 1):])
+    timed = [r for r in log["train"] if not r["profiled"]]
+    rates = sorted(r["tokens_per_s"] for r in timed[min(10, len(timed) - 1):])
     log["median_tokens_per_s"] = rates[len(rates) // 2] if rates else None
     log["completed_steps"] = len(log["train"])
     with open(args.out, "w") as f:

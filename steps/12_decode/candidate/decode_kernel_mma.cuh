@@ -45,7 +45,8 @@ using step07::pack_pair;
 /// the sum of two Elements (16 bits of P at bf16, 22 at fp16), or P rounded once as in step 07.
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
-          bool kSwizzle_ = false, bool kTileTable_ = false, int kL2Bytes_ = 0>
+          bool kSwizzle_ = false, bool kTileTable_ = false, int kL2Bytes_ = 0,
+          bool kTileBase_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -75,6 +76,10 @@ struct DecodeTraitsMma {
   // The cp.async copies ask L2 for kL2Bytes_ (128 or 256) aligned bytes from HBM at once
   // (load_tile_async, split_tiles.cuh), 0: no prefetch-size qualifier.
   static constexpr int kL2Bytes = kL2Bytes_;
+  // A tile of attended keys in one page (or the contiguous cache) copied from one base address
+  // per thread plus a fixed stride (load_tile_async, split_tiles.cuh; cp.async only).
+  static constexpr bool kTileBase = kTileBase_;
+  static_assert(!(kTileBase && kBulk), "the tile's base address: the cp.async copies only");
   static_assert(!(kL2Bytes && kBulk), "the prefetch size qualifies the cp.async copies only");
   static constexpr int kWarps = kWarps_;
   static constexpr int kThreads = 32 * kWarps;
@@ -287,7 +292,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
       }
     } else {
       load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, Traits::kTileTable,
-                      Traits::kL2Bytes>(p, b, g, tile, key_end, sK, sV);
+                      Traits::kL2Bytes, Traits::kTileBase>(p, b, g, tile, key_end, sK, sV);
     }
   };
   // The rows of tile `tile` into L2 (Traits::kPrefetch), a thread per row of K or V.

@@ -203,6 +203,20 @@
 //          and GQA): 128 B level with m3w4sp (1.00x), 256 B 0.92-0.94x (pages of 64:
 //          0.94-0.98x), the prediction's sign wrong. Neither kept; what the larger fetch costs
 //          was not looked into.
+//   m3w4spa  m3w4sp with Traits::kTileBase. Nsight Compute at B = 8, MHA, 16k, contiguous
+//          (docs/results/h200-ncu-decode-cudnn-9f3e457.txt): m3w4sp executes 214 M warp
+//          instructions where torch_cudnn's kernel, on the same grid of 256 blocks of 128
+//          threads, executes 74 M, and takes 502 µs against 478. Both issue the same 4.2 M
+//          LDGSTS (16-byte cp.async); ours spends about 120 M on integer work (IMAD, IADD3,
+//          LOP3, ISETP, SHF, LEA, SEL, BRA), about 29 instructions per cp.async: the general
+//          path of load_tile_async works out every chunk's row, its checks and selects. With a
+//          whole tile of attended keys in one page or in the contiguous cache (every tile but a
+//          split's last, partial one), thread x copies chunk x % 16 of rows x / 16 + 8i, one
+//          base address per tile plus 8i rows: about 3 instructions per cp.async, about 816 →
+//          390 per warp and tile. Predicted: B >= 8, 16k and 32k, contiguous and pages of 64 and
+//          256: 1.02-1.04x m3w4sp, i.e. at torch_cudnn's 4.4-4.5 TB/s or within 1% of it (the
+//          issue slots freed let the copies of the next tiles go out sooner); B = 1 and pages
+//          of 16 (which keep the tile-table path) as m3w4sp within 2%.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -315,9 +329,9 @@ template <int kStages, int kWarps, int kBlockN>
 using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
           int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0,
-          bool kTileTable = false, int kL2Bytes = 0>
+          bool kTileTable = false, int kL2Bytes = 0, bool kTileBase = false>
 using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch,
-                                           kEarly, kSwizzle, kTileTable, kL2Bytes>,
+                                           kEarly, kSwizzle, kTileTable, kL2Bytes, kTileBase>,
                            true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
@@ -380,6 +394,10 @@ struct M3W4S : Mma<3, 4, 64, true, false, 0, false, true> {
 struct M3W4SP : Mma<3, 4, 64, true, false, 0, false, true, 0, true> {
   static constexpr const char* kName = "m3w4sp";
   static constexpr const char* kLesson = "m3w4s, a tile's block-table entries read once per tile";
+};
+struct M3W4SPA : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 0, true> {
+  static constexpr const char* kName = "m3w4spa";
+  static constexpr const char* kLesson = "m3w4sp, a whole tile's copies from one base address";
 };
 struct M3W4SPL1 : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 128> {
   static constexpr const char* kName = "m3w4spl1";
@@ -515,7 +533,12 @@ std::vector<DecodeVariant> decode_variants() {
                          "not 8 sectors' worth); B=1 as m3w4sp within 3%"),
           make<M3W4SPL2>("m3w4sp with cp.async's L2 prefetch size 256 B",
                          "B=8, 16k/32k: 1.01-1.03x m3w4sp (a 256-byte row of K or V fetched "
-                         "from HBM at once); B=1 as m3w4sp within 3%")};
+                         "from HBM at once); B=1 as m3w4sp within 3%"),
+          make<M3W4SPA>("m3w4sp copying a whole tile in one page from one base address per "
+                        "thread",
+                        "B>=8, 16k/32k, contiguous and pages of 64/256: 1.02-1.04x m3w4sp "
+                        "(about 430 fewer instructions per warp and tile, of ~816); B=1 and "
+                        "pages of 16 as m3w4sp within 2%")};
 }
 
 }  // namespace fa::step12
