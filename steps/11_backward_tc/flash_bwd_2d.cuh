@@ -159,14 +159,19 @@ namespace fa::step11 {
 ///                cp.async copies, at the top of each tile, also waits for its own bulk
 ///                groups), and thread 0 waits only until the engine has read the area, before
 ///                the next tile's P/dS barrier
+/// and the grid's order, as the 1-D kernel's switch of the same name (kernel_traits.cuh):
+///   kHeavyFirst  the grid (B · H_kv, ⌈N_kv / kBlockN⌉) instead of (⌈N_kv / kBlockN⌉, B · H_kv):
+///                the first K/V tile of every head is launched before any second one. Causal,
+///                the first tiles see the most Q tiles, so the longest CTAs no longer start
+///                last; without the mask every CTA is as long and only the L2's reuse changes
 template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_ = false,
           int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false,
           bool kFastExp2_ = false, int kBlockM_ = 64, int kSWarpsM_ = 2, int kKvWarpsM_ = 4,
-          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_, int kDqBulk_>
+          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_, int kDqBulk_, bool kHeavyFirst_>
 struct Bwd2dTraits {
   using Element = Element_;
-  using WarpLayout = WarpLayout2d;            // launched as flash_bwd_2d_kernel
-  static constexpr bool kHeavyFirst = false;  // the grid (⌈N_kv / kBlockN⌉, B · H_kv)
+  using WarpLayout = WarpLayout2d;  // launched as flash_bwd_2d_kernel
+  static constexpr bool kHeavyFirst = kHeavyFirst_;
   static constexpr bool kDqFirst = kDqFirst_;
   static constexpr bool kMaskFree = kMaskFree_;
   static constexpr int kSUnroll = kSUnroll_;
@@ -321,10 +326,11 @@ __device__ __noinline__ void exact_dq_2d(const BwdParams& p, const unsigned char
       dq_rows, i0, j0);
 }
 
-/// \brief The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), block: kNumThreads, smem:
-/// kSmemBytes. The visits, copies and masks are the step's flash_bwd_kernel's; the products
-/// are laid out as at the top of this file. Deterministic: the mode, read only with
-/// Traits::kDetCompiled (then p.deterministic must equal it; otherwise p.deterministic is read).
+/// \brief The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), or the two swapped with kHeavyFirst,
+/// block: kNumThreads, smem: kSmemBytes. The visits, copies and masks are the step's
+/// flash_bwd_kernel's; the products are laid out as at the top of this file. Deterministic: the
+/// mode, read only with Traits::kDetCompiled (then p.deterministic must equal it; otherwise
+/// p.deterministic is read).
 template <class Traits, bool IsCausal, bool Deterministic = false>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     flash_bwd_2d_kernel(const __grid_constant__ BwdParams p) {
@@ -345,9 +351,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // mma.cuh: lane (g, t) holds rows g, g+8, cols 2t, 2t+1
-  const int n_blk = blockIdx.x;
+  const int n_blk = Traits::kHeavyFirst ? blockIdx.y : blockIdx.x;
   const int j0 = n_blk * kBlockN;  // first key of this CTA's tile
-  const int bh = blockIdx.y;
+  const int bh = Traits::kHeavyFirst ? blockIdx.x : blockIdx.y;
   const int b = bh / p.heads_kv, h_kv = bh % p.heads_kv;
   const int kv_off = b * p.kv_batch_stride + h_kv * p.kv_head_stride;
   const Element* k_head = static_cast<const Element*>(p.k) + kv_off;

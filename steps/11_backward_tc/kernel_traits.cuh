@@ -341,12 +341,13 @@ struct BwdTraits {
 
 /// \brief The kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh,
 /// which defines it and gives the defaults of the first twelve parameters): declared here so
-/// that BwdConfig can name it. The last three (kDqRed, kDqUnroll, kDqBulk: switches of the dQ
-/// product, flash_bwd_2d.cuh) take their defaults here, so that BwdConfig's twelve arguments
-/// name the configuration they named before the three were added.
+/// that BwdConfig can name it. The last four (kDqRed, kDqUnroll, kDqBulk: switches of the dQ
+/// product; kHeavyFirst: the grid's order; flash_bwd_2d.cuh) take their defaults here, so that
+/// BwdConfig's twelve arguments name the configuration they named before these were added.
 template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kSUnroll_,
           bool kDetCompiled_, bool kTileCounter_, bool kFastExp2_, int kBlockM_, int kSWarpsM_,
-          int kKvWarpsM_, int kQWarpsM_, bool kDqRed_ = false, int kDqUnroll_ = 2, int kDqBulk_ = 0>
+          int kKvWarpsM_, int kQWarpsM_, bool kDqRed_ = false, int kDqUnroll_ = 2, int kDqBulk_ = 0,
+          bool kHeavyFirst_ = false>
 struct Bwd2dTraits;
 
 /// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11

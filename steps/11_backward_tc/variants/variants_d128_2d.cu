@@ -235,6 +235,20 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
                                             64, 2, 4, 2, false, 8, 3>>(
       "fa2ufzuc", "fa2ufzut with the boxes sent by one thread after the next tile's barrier"));
+  // fa2ufzuch: fa2ufzuc with kHeavyFirst, the grid (B · H, key tiles): every head's first K/V
+  // tile, which sees the most Q tiles under the mask, launched before any head's second. Nsight
+  // Compute at N = 16384 (h200-ncu-backward-16k-2b799ae.txt): fa2ufzuc's main kernel takes 0.510
+  // of its non-causal time under the mask, FlashAttention-2's 0.487, for the same share of
+  // instructions (0.546 and 0.547). A list schedule of the grid's CTAs over 132 SMs, each CTA
+  // as long as its Q tiles plus one, puts the last CTA's end 0.7% (N = 16384), 5.8% (8192) and
+  // 6.9% (4096 and 1024) past the even share in the present order, 0.2-0.5% heavy first (the
+  // 1-D kernel's row hf measured +4% and +6% at 1024 and 4096, level at 16384, where the same
+  // schedule said +6%, +6% and +0.5%). Predicted against fa2ufzuc: causal 1.03-1.06× at
+  // N = 1024, 4096 and 8192, 1.00-1.01× at 16384; non-causal 0.99-1.01× (only the L2's reuse
+  // of Q and dO changes: the CTAs running together now span many heads).
+  out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
+                                            64, 2, 4, 2, false, 8, 3, true>>(
+      "fa2ufzuch", "fa2ufzuc with every head's first K/V tile launched first"));
 }
 
 }  // namespace fa::step11

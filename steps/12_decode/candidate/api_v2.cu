@@ -18,13 +18,13 @@ struct CandidateKernels {
   static constexpr const char* kLesson =
       "decoding, candidate kernel: S = Q K^T and O += P V on tensor cores, every warp its own "
       "keys, three cp.async stages into swizzled rows, a tile's block-table entries read once, "
-      "a combine block per row";
+      "a whole tile's copies from one base address, a combine block per row";
   static constexpr bool kCandidate = true;
   template <int kHeadDim>
   using Traits = DecodeTraitsMma<kHeadDim, /*kStages_=*/3, /*kWarps_=*/4, /*kBlockN_=*/64,
                                  /*kSplitP_=*/true, /*kBulk_=*/false, /*kPrefetch_=*/0,
                                  /*kEarlyTrigger_=*/false, /*kSwizzle_=*/true,
-                                 /*kTileTable_=*/true>;
+                                 /*kTileTable_=*/true, /*kL2Bytes_=*/0, /*kTileBase_=*/true>;
   static constexpr int kRows = Traits<64>::kMaxRows;             // 16 rows per block
   static int num_splits(const DecodeProblem& p, int sm_count) {  // one wave (decode_params.cuh)
     return num_splits_for(p, sm_count, kRows, true);
