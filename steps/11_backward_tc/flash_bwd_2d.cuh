@@ -163,15 +163,17 @@ namespace fa::step11 {
 ///   kHeavyFirst  the grid (B · H_kv, ⌈N_kv / kBlockN⌉) instead of (⌈N_kv / kBlockN⌉, B · H_kv):
 ///                the first K/V tile of every head is launched before any second one. Causal,
 ///                the first tiles see the most Q tiles, so the longest CTAs no longer start
-///                last; without the mask every CTA is as long and only the L2's reuse changes
+///                last; without the mask every CTA is as long and only the L2's reuse changes.
+///                0: never, 1: under both masks, 2: under the causal mask only
+///                (heavy_first_grid, kernel_traits.cuh)
 template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_ = false,
           int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false,
           bool kFastExp2_ = false, int kBlockM_ = 64, int kSWarpsM_ = 2, int kKvWarpsM_ = 4,
-          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_, int kDqBulk_, bool kHeavyFirst_>
+          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_, int kDqBulk_, int kHeavyFirst_>
 struct Bwd2dTraits {
   using Element = Element_;
-  using WarpLayout = WarpLayout2d;  // launched as flash_bwd_2d_kernel
-  static constexpr bool kHeavyFirst = kHeavyFirst_;
+  using WarpLayout = WarpLayout2d;                  // launched as flash_bwd_2d_kernel
+  static constexpr int kHeavyFirst = kHeavyFirst_;  // 0, 1 or 2: heavy_first_grid()
   static constexpr bool kDqFirst = kDqFirst_;
   static constexpr bool kMaskFree = kMaskFree_;
   static constexpr int kSUnroll = kSUnroll_;
@@ -326,10 +328,10 @@ __device__ __noinline__ void exact_dq_2d(const BwdParams& p, const unsigned char
       dq_rows, i0, j0);
 }
 
-/// \brief The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), or the two swapped with kHeavyFirst,
-/// block: kNumThreads, smem: kSmemBytes. The visits, copies and masks are the step's
-/// flash_bwd_kernel's; the products are laid out as at the top of this file. Deterministic: the
-/// mode, read only with Traits::kDetCompiled (then p.deterministic must equal it; otherwise
+/// \brief The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), or the two swapped
+/// (heavy_first_grid), block: kNumThreads, smem: kSmemBytes. The visits, copies and masks are the
+/// step's flash_bwd_kernel's; the products are laid out as at the top of this file. Deterministic:
+/// the mode, read only with Traits::kDetCompiled (then p.deterministic must equal it; otherwise
 /// p.deterministic is read).
 template <class Traits, bool IsCausal, bool Deterministic = false>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
@@ -351,9 +353,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // mma.cuh: lane (g, t) holds rows g, g+8, cols 2t, 2t+1
-  const int n_blk = Traits::kHeavyFirst ? blockIdx.y : blockIdx.x;
+  constexpr bool kHeavyFirst = heavy_first_grid<Traits, IsCausal>();
+  const int n_blk = kHeavyFirst ? blockIdx.y : blockIdx.x;
   const int j0 = n_blk * kBlockN;  // first key of this CTA's tile
-  const int bh = Traits::kHeavyFirst ? blockIdx.x : blockIdx.y;
+  const int bh = kHeavyFirst ? blockIdx.x : blockIdx.y;
   const int b = bh / p.heads_kv, h_kv = bh % p.heads_kv;
   const int kv_off = b * p.kv_batch_stride + h_kv * p.kv_head_stride;
   const Element* k_head = static_cast<const Element*>(p.k) + kv_off;

@@ -350,10 +350,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kMinBlocks)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // mma.cuh: lane (g, t) holds rows g, g+8, cols 2t, 2t+1
   // The CTA's K/V tile n_blk of ⌈N_kv / kBlockN⌉ and its (batch, K/V head) bh: grid x and y,
-  // or y and x with kHeavyFirst (launch_flash_bwd_main).
-  const int n_blk = Traits::kHeavyFirst ? blockIdx.y : blockIdx.x;
-  const int n_blocks = Traits::kHeavyFirst ? gridDim.y : gridDim.x;
-  const int bh = Traits::kHeavyFirst ? blockIdx.x : blockIdx.y;
+  // or y and x when heavy_first_grid (kernel_traits.cuh; launch_flash_bwd_main).
+  constexpr bool kHeavyFirst = heavy_first_grid<Traits, IsCausal>();
+  const int n_blk = kHeavyFirst ? blockIdx.y : blockIdx.x;
+  const int n_blocks = kHeavyFirst ? gridDim.y : gridDim.x;
+  const int bh = kHeavyFirst ? blockIdx.x : blockIdx.y;
   const int j0 = n_blk * kBlockN;  // first key of this CTA's tile
   const int b = bh / p.heads_kv, h_kv = bh % p.heads_kv;
   const int kv_off = b * p.kv_batch_stride + h_kv * p.kv_head_stride;
@@ -845,7 +846,7 @@ void launch_flash_bwd_main(const BwdParams& p, cudaStream_t stream) {
                                   Traits::kSmemBytes));
   const unsigned n_blocks = (p.n_kv + Traits::kBlockN - 1) / Traits::kBlockN;
   const unsigned bh = p.batch * p.heads_kv;
-  const dim3 grid = Traits::kHeavyFirst ? dim3(bh, n_blocks) : dim3(n_blocks, bh);
+  const dim3 grid = heavy_first_grid<Traits, IsCausal>() ? dim3(bh, n_blocks) : dim3(n_blocks, bh);
   kernel<<<grid, Traits::kNumThreads, Traits::kSmemBytes, stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }

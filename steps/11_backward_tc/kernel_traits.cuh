@@ -347,8 +347,17 @@ struct BwdTraits {
 template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kSUnroll_,
           bool kDetCompiled_, bool kTileCounter_, bool kFastExp2_, int kBlockM_, int kSWarpsM_,
           int kKvWarpsM_, int kQWarpsM_, bool kDqRed_ = false, int kDqUnroll_ = 2, int kDqBulk_ = 0,
-          bool kHeavyFirst_ = false>
+          int kHeavyFirst_ = 0>
 struct Bwd2dTraits;
+
+/// \brief Whether the main kernel of `Traits` for this mask runs on the grid (B · H_kv, key
+/// tiles), every head's first K/V tile launched first, rather than (key tiles, B · H_kv).
+/// BwdTraits' kHeavyFirst is a bool (both masks); Bwd2dTraits' an int: 0 never, 1 both masks,
+/// 2 under the causal mask only.
+template <class Traits, bool IsCausal>
+constexpr bool heavy_first_grid() {
+  return int{Traits::kHeavyFirst} == 1 || (int{Traits::kHeavyFirst} == 2 && IsCausal);
+}
 
 /// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11
 /// measured fastest (docs/results/h200-variants-11-*.md) — at both d the kernel with
@@ -372,10 +381,12 @@ template <class Element>
 struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 199 KB smem
   // fa2d64c, FlashAttention-2's d = 64 layouts (128 rows; S, dP 4 warps along the rows, dK, dV
   // 4 along the keys, dQ 4 along the rows) with fa2ufz's switches and dQ sent by tensor
-  // reductions a tile later (kDqBulk = 3, sm_90; the REDGs before it).
+  // reductions a tile later (kDqBulk = 3, sm_90; the REDGs before it); under the causal mask
+  // the grid launches every head's first K/V tile first (kHeavyFirst = 2: row fa2d64ch's
+  // causal kernel, fa2d64c's without the mask).
   using Traits = std::conditional_t<
       kTunedBwd,
-      Bwd2dTraits<64, Element, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 3>,
+      Bwd2dTraits<64, Element, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 3, 2>,
       BwdTraits<64, 64, 128, Element>>;
   // This file's kernel, 64 rows × 128 keys, 119 KB (untuned: 101 KB), row b1p2mcz: for a
   // device whose blocks cannot have the 2-D kernel's 199 KB.
@@ -388,10 +399,12 @@ template <class Element>
 struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 196 KB smem
   // fa2ufzuc, FlashAttention-2's d = 128 layouts (64 rows; S, dP 2 warps along the rows, dK,
   // dV 4 along the keys, dQ 2 along the rows) with dQ's k loop unrolled (kDqUnroll = 8) and
-  // dQ sent by tensor reductions a tile later (kDqBulk = 3, sm_90; the REDGs before it).
+  // dQ sent by tensor reductions a tile later (kDqBulk = 3, sm_90; the REDGs before it); under
+  // the causal mask heavy first (kHeavyFirst = 2: row fa2ufzuch's causal kernel, fa2ufzuc's
+  // without the mask).
   using Traits = std::conditional_t<
       kTunedBwd,
-      Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64, 2, 4, 2, false, 8, 3>,
+      Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64, 2, 4, 2, false, 8, 3, 2>,
       BwdTraits<128, 32, 128, Element>>;
   // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
   // blocks cannot have the 2-D kernel's 196 KB (an A100, whose limit is 163 KB; one with less

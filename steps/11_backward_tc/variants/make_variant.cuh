@@ -55,7 +55,9 @@ Variant make_variant(std::string name, std::string change) {
               : T::kDqPairs ? "v2 atomics"
                             : "f32 atomics") +
              (T::kStagger ? ", staggered tiles" : ", tiles in order") +
-             (T::kHeavyFirst ? ", grid (B·H, keys)" : "") +
+             (int{T::kHeavyFirst} == 1   ? ", grid (B·H, keys)"
+              : int{T::kHeavyFirst} == 2 ? ", grid (B·H, keys) when causal"
+                                         : "") +
              (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
              (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
              (T::kFastExp2 ? ", exp2 flushing subnormals" : "");
@@ -83,6 +85,9 @@ Variant make_variant_2d(std::string name, std::string change) {
                                 : "v2 atomics") +
              (T::kDqRed ? " (inline red)" : "") +
              (T::kDqFirst ? " before dK, dV" : " after dK, dV") + ", tiles in order" +
+             (T::kHeavyFirst == 1   ? ", grid (B·H, keys)"
+              : T::kHeavyFirst == 2 ? ", grid (B·H, keys) when causal"
+                                    : "") +
              (T::kMaskFree ? ", no selects on mask-free tiles" : "") +
              (T::kSUnroll == T::kKStepsS ? ", S/dP k loop unrolled"
               : T::kSUnroll > 1 ? ", S/dP k loop unrolled by " + std::to_string(T::kSUnroll)
