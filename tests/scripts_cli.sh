@@ -103,12 +103,21 @@ expect 2 "argument --lr: -1.0 must be finite and > 0" -- scripts/train_lm.py --l
 expect 2 "--warmup (300) must be in 0 .. --steps - 1 (299)" -- scripts/train_lm.py --warmup 300
 expect 2 "--text: no file matches '/nonexistent/*.md'" -- scripts/train_lm.py --text '/nonexistent/*.md'
 expect 0 "usage: scripts/train_lm.py" -- scripts/train_lm.py --help
+expect 2 "--profile-steps (300) must be below --steps (300)" \
+  -- scripts/train_lm.py --profile p.txt --profile-steps 300
 expect 2 "/nonexistent.json: cannot be read as a train_lm.py log" \
   -- scripts/plot_lm.py /nonexistent.json
 expect 2 "argument --smooth: invalid int value: 'x'" -- scripts/plot_lm.py --smooth x a.json
 expect 2 "usage: scripts/plot_lm.py" "the following arguments are required: logs" \
   -- scripts/plot_lm.py
 expect 0 "usage: scripts/plot_lm.py" -- scripts/plot_lm.py --help
+
+echo "--- scripts/grid_order.py (argument checks, and the model's figures without a plot)"
+expect 2 "--n (100) must be a positive multiple of 128 (the key tile)" -- scripts/grid_order.py --n 100
+expect 2 "--sms (0) must be at least 1" -- scripts/grid_order.py --sms 0
+expect 0 "key tile fastest (grid x = key tile): the last CTA ends at 564.0, 6.9% past it" \
+  -- scripts/grid_order.py --n 4096 --d 128
+expect 0 "usage: scripts/grid_order.py" -- scripts/grid_order.py --help
 
 echo "--- scripts/generate.py (argument checks only: it generates on a GPU)"
 expect 2 "argument --new-tokens: 0 must be at least 1" -- scripts/generate.py --new-tokens 0
