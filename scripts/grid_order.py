@@ -38,6 +38,10 @@ def parse_args(argv=None):
     for name in ("tokens", "hidden", "sms"):
         if getattr(args, name) < 1:
             p.error(f"--{name} ({getattr(args, name)}) must be at least 1")
+    if args.tokens % args.n:
+        p.error(f"--tokens ({args.tokens}) must be a multiple of --n ({args.n}): B = tokens / N")
+    if args.hidden % args.d:
+        p.error(f"--hidden ({args.hidden}) must be a multiple of --d ({args.d}): H = hidden / d")
     return args
 
 
@@ -56,7 +60,7 @@ def schedule(lengths, sms):
 def main(argv=None):
     args = parse_args(argv)
     block_m = 64 if args.d == 128 else 128
-    heads = max(1, args.tokens // args.n) * max(1, args.hidden // args.d)  # B · H
+    heads = (args.tokens // args.n) * (args.hidden // args.d)  # B · H
     tiles = args.n // 128
 
     def length(n):  # Q tiles that see key tile n under the causal mask, plus one
@@ -75,7 +79,11 @@ def main(argv=None):
         end = max(e for _, e, _, _ in runs[name])
         print(f"  {name}: the last CTA ends at {end:.1f}, {100 * (end / even - 1):.1f}% past it")
     if args.out:
-        import matplotlib
+        try:
+            import matplotlib
+        except ImportError as e:
+            print(f"grid_order.py: error: --out needs matplotlib ({e})", file=sys.stderr)
+            return 1
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         longest = length(0)

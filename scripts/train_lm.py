@@ -108,8 +108,18 @@ def parse_args(argv=None):
         p.error(f"--d-model ({args.d_model}) must be a multiple of --heads ({args.heads})")
     if not 0 <= args.warmup < args.steps:
         p.error(f"--warmup ({args.warmup}) must be in 0 .. --steps - 1 ({args.steps - 1})")
-    if args.profile and args.profile_steps >= args.steps:
-        p.error(f"--profile-steps ({args.profile_steps}) must be below --steps ({args.steps})")
+    if args.profile:
+        if args.profile_steps >= args.steps:
+            p.error(f"--profile-steps ({args.profile_steps}) must be below --steps ({args.steps})")
+        first = args.steps - args.profile_steps + 1
+        inside = [s for s in range(first, args.steps) if s % args.eval_every == 0]
+        if inside:
+            p.error(f"--profile: a validation at step {inside[0]} would fall inside the profiled "
+                    f"steps {first} .. {args.steps}; choose --eval-every or --profile-steps so "
+                    "that none does (the last step's comes after the profile)")
+        folder = os.path.dirname(os.path.abspath(args.profile))
+        if not os.path.isdir(folder):
+            p.error(f"--profile: the folder {folder} does not exist")
     files = sorted(glob.glob(args.text))
     if not files:
         p.error(f"--text: no file matches {args.text!r}")
@@ -339,6 +349,14 @@ def main(argv=None):
     tokens_per_step = args.batch * args.context
     first_profiled = args.steps - args.profile_steps + 1 if args.profile else args.steps + 1
     profiler = None
+
+    def close_profiler(steps_done):
+        nonlocal profiler
+        if profiler is not None:
+            profiler.__exit__(None, None, None)
+            write_profile(profiler, args, how, steps_done)
+            profiler = None
+
     for step in range(1, args.steps + 1):
         if step == first_profiled:
             profiler = torch.profiler.profile(activities=[
@@ -361,11 +379,11 @@ def main(argv=None):
         log["train"].append({"step": step, "loss": value, "lr": lr_at(step), "seconds": seconds,
                              "tokens_per_s": tokens_per_step / seconds,
                              "profiled": step >= first_profiled})
-        if profiler is not None and step == args.steps:  # before the last validation
-            profiler.__exit__(None, None, None)
-            write_profile(profiler, args, how, args.steps - first_profiled + 1)
+        if step == args.steps:  # the profile ends before the last validation
+            close_profiler(step - first_profiled + 1)
         if not math.isfinite(value):
             print(f"train_lm: step {step}: the loss is {value}; stopping", file=sys.stderr)
+            close_profiler(step - first_profiled + 1)
             break
         if step % args.eval_every == 0 or step == args.steps:
             log["val"].append({"step": step, "loss": validate()})
@@ -374,12 +392,15 @@ def main(argv=None):
 
     timed = [r for r in log["train"] if not r["profiled"]]
     rates = sorted(r["tokens_per_s"] for r in timed[min(10, len(timed) - 1):])
+    if len(timed) <= 10:
+        print(f"train_lm: note: only {len(timed)} unprofiled steps; the median is of the last",
+              file=sys.stderr)
     log["median_tokens_per_s"] = rates[len(rates) // 2] if rates else None
     log["completed_steps"] = len(log["train"])
     with open(args.out, "w") as f:
         json.dump(log, f, indent=1)
     print(f"train_lm: wrote {args.out}; median {log['median_tokens_per_s']:,.0f} tokens/s "
-          "(after the first 10 steps)")
+          "(after the first 10 steps, profiled steps left out)")
     return 0 if log["completed_steps"] == args.steps else 1
 
 

@@ -105,6 +105,8 @@ expect 2 "--text: no file matches '/nonexistent/*.md'" -- scripts/train_lm.py --
 expect 0 "usage: scripts/train_lm.py" -- scripts/train_lm.py --help
 expect 2 "--profile-steps (300) must be below --steps (300)" \
   -- scripts/train_lm.py --profile p.txt --profile-steps 300
+expect 2 "--profile: a validation at step 250 would fall inside the profiled steps 241 .. 300" \
+  -- scripts/train_lm.py --profile p.txt --profile-steps 60
 expect 2 "/nonexistent.json: cannot be read as a train_lm.py log" \
   -- scripts/plot_lm.py /nonexistent.json
 expect 2 "argument --smooth: invalid int value: 'x'" -- scripts/plot_lm.py --smooth x a.json
@@ -115,6 +117,7 @@ expect 0 "usage: scripts/plot_lm.py" -- scripts/plot_lm.py --help
 echo "--- scripts/grid_order.py (argument checks, and the model's figures without a plot)"
 expect 2 "--n (100) must be a positive multiple of 128 (the key tile)" -- scripts/grid_order.py --n 100
 expect 2 "--sms (0) must be at least 1" -- scripts/grid_order.py --sms 0
+expect 2 "--tokens (1000) must be a multiple of --n (4096)" -- scripts/grid_order.py --tokens 1000
 expect 0 "key tile fastest (grid x = key tile): the last CTA ends at 564.0, 6.9% past it" \
   -- scripts/grid_order.py --n 4096 --d 128
 expect 0 "usage: scripts/grid_order.py" -- scripts/grid_order.py --help

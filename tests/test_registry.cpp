@@ -159,6 +159,28 @@ TEST_CASE("each step's device check accepts an H200-sized launch and rejects an 
     }
 }
 
+TEST_CASE("step 11's causal grid, heavy first, holds the key blocks to the grid's y limit",
+          "[registry]") {
+  const fa::StepInfo* s = fa::find_step("11_backward_tc");
+  if (s == nullptr) return;  // not built (no CUDA compiler)
+  REQUIRE(s->check_backward_device);
+  const fa::DeviceLimits h200 = h200_limits();
+  for (int d : {64, 128}) {
+    INFO("d = " << d);
+    fa::Problem p = ok_problem(*s);
+    p.head_dim = d;
+    p.batch = p.heads_q = p.heads_kv = 1;
+    p.n_q = 128;
+    p.n_kv = 128 * 65536;  // 65536 key blocks
+    p.causal = false;      // on x, whose limit is 2^31 - 1
+    CHECK(s->check_backward_device(p, h200).empty());
+    p.causal = true;  // on y, whose limit is 65535
+    const std::string e = s->check_backward_device(p, h200);
+    CHECK(mentions(e, "65536 key blocks"));
+    CHECK(mentions(e, "grid y limit of 65535"));
+  }
+}
+
 TEST_CASE("the Hopper steps refuse every device but compute capability 9.0, naming the need",
           "[registry]") {
   for (const char* name : {"08_tma_wgmma", "09_warp_specialized"}) {

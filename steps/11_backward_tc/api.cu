@@ -185,9 +185,12 @@ std::string check_device(const Problem& p, const DeviceLimits& prop) {
   });
   const long long bh = static_cast<long long>(p.batch) * p.heads_kv;
   const long long n_blocks = (p.n_kv + block_n - 1) / block_n;
+  // The main kernel's grid is (key blocks, B · H_kv), or under the causal mask, where the
+  // configuration launches heavy first (heavy_first_grid), (B · H_kv, key blocks): there both
+  // are held to y's limit, whichever of Traits and Fallback runs.
   return check_fits(
       kStepName, prop, p, smem,
-      {{0, n_blocks,
+      {{p.causal ? 1 : 0, n_blocks,
         "n_kv (" + std::to_string(p.n_kv) + ") needs " + std::to_string(n_blocks) + " key blocks"},
        {1, bh, "batch*heads_kv (" + std::to_string(bh) + ")"}});
 }

@@ -174,6 +174,7 @@ struct Bwd2dTraits {
   using Element = Element_;
   using WarpLayout = WarpLayout2d;                  // launched as flash_bwd_2d_kernel
   static constexpr int kHeavyFirst = kHeavyFirst_;  // 0, 1 or 2: heavy_first_grid()
+  static_assert(kHeavyFirst >= 0 && kHeavyFirst <= 2, "0: never, 1: both masks, 2: causal");
   static constexpr bool kDqFirst = kDqFirst_;
   static constexpr bool kMaskFree = kMaskFree_;
   static constexpr int kSUnroll = kSUnroll_;

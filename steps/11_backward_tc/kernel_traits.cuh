@@ -343,7 +343,8 @@ struct BwdTraits {
 /// which defines it and gives the defaults of the first twelve parameters): declared here so
 /// that BwdConfig can name it. The last four (kDqRed, kDqUnroll, kDqBulk: switches of the dQ
 /// product; kHeavyFirst: the grid's order; flash_bwd_2d.cuh) take their defaults here, so that
-/// BwdConfig's twelve arguments name the configuration they named before these were added.
+/// a configuration named by the first twelve arguments (the variants' older rows) keeps its
+/// meaning.
 template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kSUnroll_,
           bool kDetCompiled_, bool kTileCounter_, bool kFastExp2_, int kBlockM_, int kSWarpsM_,
           int kKvWarpsM_, int kQWarpsM_, bool kDqRed_ = false, int kDqUnroll_ = 2, int kDqBulk_ = 0,

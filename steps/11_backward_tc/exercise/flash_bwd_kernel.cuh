@@ -309,7 +309,8 @@ __global__ void bwd_convert_dq_kernel(const __grid_constant__ BwdParams p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 2. The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), block: kNumThreads, smem: kSmemBytes.
+// 2. The main kernel. grid: (⌈N_kv / kBlockN⌉, B · H_kv), or the two swapped where
+//    heavy_first_grid (kernel_traits.cuh), block: kNumThreads, smem: kSmemBytes.
 //    Deterministic: the mode, read only with Traits::kDetCompiled (then p.deterministic must
 //    equal it: launch_flash_bwd_main); otherwise p.deterministic is read at run time.
 // ---------------------------------------------------------------------------------------------

@@ -240,10 +240,11 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // Compute at N = 16384 (h200-ncu-backward-16k-2b799ae.txt): fa2ufzuc's main kernel takes 0.510
   // of its non-causal time under the mask, FlashAttention-2's 0.487, for the same share of
   // instructions (0.546 and 0.547). A list schedule of the grid's CTAs over 132 SMs, each CTA
-  // as long as its Q tiles plus one, puts the last CTA's end 0.7% (N = 16384), 5.8% (8192) and
-  // 6.9% (4096 and 1024) past the even share in the present order, 0.2-0.5% heavy first (the
-  // 1-D kernel's row hf measured +4% and +6% at 1024 and 4096, level at 16384, where the same
-  // schedule said +6%, +6% and +0.5%). Predicted against fa2ufzuc: causal 1.03-1.06× at
+  // as long as its Q tiles plus one (scripts/grid_order.py), puts the last CTA's end 0.7%
+  // (N = 16384), 5.8% (8192), 6.9% (4096) and 7.0% (1024) past the even share in the present
+  // order, 0.2-0.5% heavy first (the 1-D kernel's row hf, 32-row Q tiles, measured +4% and +6%
+  // at 1024 and 4096, level at 16384, where the same schedule with 32-row tiles gives about
+  // 6.9%, 6.9% and 0.8% in its order). Predicted against fa2ufzuc: causal 1.03-1.06× at
   // N = 1024, 4096 and 8192, 1.00-1.01× at 16384; non-causal 0.99-1.01× (only the L2's reuse
   // of Q and dO changes: the CTAs running together now span many heads).
   // Measured (h200-variants-11-b59f96c.md): causal 1.01×, 1.06×, 1.05× and 1.01× at N = 1024,

@@ -153,8 +153,9 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
                 Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 3>>(
       "fa2d64c", "fa2d64t with the boxes sent by one thread after the next tile's barrier"));
   // fa2d64ch: fa2d64c with kHeavyFirst, as fa2ufzuch (variants_d128_2d.cu). With 128-row Q
-  // tiles the same list schedule puts the last CTA's end 3.1-3.3% past the even share at
-  // N = 1024 to 8192 and 0.3% at 16384 in the present order, 0.1-0.8% heavy first. Predicted
+  // tiles the same list schedule (scripts/grid_order.py --d 64) puts the last CTA's end 2.8-3.5%
+  // past the even share at N = 1024 to 8192 and 0.3% at 16384 in the present order, 0.1-0.8%
+  // heavy first. Predicted
   // against fa2d64c: causal 1.01-1.03× at N = 1024, 4096 and 8192, level at 16384; non-causal
   // 0.99-1.01×.
   // Measured (h200-variants-11-b59f96c.md): causal 0.98×, 1.01×, 1.02× and 1.00× at N = 1024,

@@ -68,8 +68,9 @@ __device__ __forceinline__ SplitTiles split_tiles(const DecodeParams& p, int b, 
 /// cache) is copied from one base address per thread: a thread copies the same chunk c of
 /// rows key, key + kThreads / kChunks, …, which lie a fixed stride apart in the cache and in
 /// shared memory, so each copy costs an address addition instead of the per-chunk row, checks
-/// and selects of the general path (about 29 instructions per cp.async in Nsight Compute's
-/// count of m3w4sp). Any other tile takes the general path.
+/// and selects of the general path (m3w4sp's kernel executes about 30 integer and branch
+/// instructions per cp.async in Nsight Compute's count, most of them, we read, this path's).
+/// Any other tile takes the general path.
 template <int kD, int kN, int kStride, int kThreads, bool kSwizzle = false, bool kTileTable = false,
           int kL2Bytes = 0, bool kTileBase = false, class Element>
 __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, int g, int tile,
@@ -125,7 +126,9 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
   if constexpr (kTileBase) {
     if (first >= 0 && pos0 + kN <= key_end) {
       static_assert(kThreads % kChunks == 0, "a thread copies one chunk column of the tile");
+      static_assert(sizeof(Element) == 2, "16-byte chunks of 8 elements");
       constexpr int kRowsPerPass = kThreads / kChunks;
+      static_assert(kN % kRowsPerPass == 0, "every row of the tile copied");
       static_assert(!kSwizzle || kRowsPerPass % 8 == 0,
                     "the swizzle's key % 8, hence the chunk's place, the same in every pass");
       const int key = threadIdx.x / kChunks, c = threadIdx.x % kChunks;

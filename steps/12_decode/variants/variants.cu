@@ -207,16 +207,22 @@
 //          (docs/results/h200-ncu-decode-cudnn-9f3e457.txt): m3w4sp executes 214 M warp
 //          instructions where torch_cudnn's kernel, on the same grid of 256 blocks of 128
 //          threads, executes 74 M, and takes 502 µs against 478. Both issue the same 4.2 M
-//          LDGSTS (16-byte cp.async); ours spends about 120 M on integer work (IMAD, IADD3,
-//          LOP3, ISETP, SHF, LEA, SEL, BRA), about 29 instructions per cp.async: the general
-//          path of load_tile_async works out every chunk's row, its checks and selects. With a
-//          whole tile of attended keys in one page or in the contiguous cache (every tile but a
-//          split's last, partial one), thread x copies chunk x % 16 of rows x / 16 + 8i, one
-//          base address per tile plus 8i rows: about 3 instructions per cp.async, about 816 →
-//          390 per warp and tile. Predicted: B >= 8, 16k and 32k, contiguous and pages of 64 and
-//          256: 1.02-1.04x m3w4sp, i.e. at torch_cudnn's 4.4-4.5 TB/s or within 1% of it (the
-//          issue slots freed let the copies of the next tiles go out sooner); B = 1 and pages
+//          LDGSTS (16-byte cp.async); ours spends about 130 M on integer and branch work (IMAD,
+//          IADD3, LOP3, ISETP, SHF, LEA, SEL, BRA; 137 M with VIADD and LDC), some 31-33 per
+//          cp.async, most of it, we read, the general path of load_tile_async working out every
+//          chunk's row, its checks and selects. With a whole tile of attended keys in one page
+//          or in the contiguous cache (every tile but a sequence's last when its keys are not a
+//          multiple of 64), thread x copies chunk x % 16 of rows x / 16 + 8i, one base address
+//          per tile plus 8i rows: counted from the source, about 3 instructions per cp.async,
+//          about 816 → 390 per warp and tile. Predicted: B >= 8, 16k and 32k, contiguous and pages
+//          of 64 and 256: 1.02-1.04x m3w4sp, i.e. at torch_cudnn's 4.4-4.5 TB/s or within 1% of it
+//          (the issue slots freed let the copies of the next tiles go out sooner); B = 1 and pages
 //          of 16 (which keep the tile-table path) as m3w4sp within 2%.
+//          Measured (docs/results/h200-variants-12-2b799ae.md): contiguous 1.00-1.02x m3w4sp at
+//          B >= 8, 16k and 32k, under the prediction; pages of 64 1.02-1.06x and of 256
+//          1.01-1.05x, as predicted or above; pages of 16 level; B = 1 1.01-1.06x, above its 2%.
+//          182 registers against 164 (2 blocks per SM still: shared memory is the limit). Not
+//          profiled: its instruction count above is the source's. 12_decode_v2 runs it.
 #include <cuda_bf16.h>
 
 #include <algorithm>
