@@ -94,6 +94,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "common/registry.h"
 #include "kernel_traits.cuh"
@@ -173,6 +174,19 @@ bool with_traits(int head_dim, F&& f) {
   }
 }
 
+/// \brief Whether the main kernel of BwdConfig<kHeadDim> may launch its grid as (key blocks,
+/// B · H_kv) (first) and as (B · H_kv, key blocks) (second) for this mask: its Traits or its
+/// Fallback runs, as the device's shared memory decides (run_flash_bwd), each with its order.
+template <int kHeadDim>
+std::pair<bool, bool> grid_orders(bool causal) {
+  using Config = BwdConfig<kHeadDim, __nv_bfloat16>;
+  const bool t = causal ? heavy_first_grid<typename Config::Traits, true>()
+                        : heavy_first_grid<typename Config::Traits, false>();
+  const bool f = causal ? heavy_first_grid<typename Config::Fallback, true>()
+                        : heavy_first_grid<typename Config::Fallback, false>();
+  return {!t || !f, t || f};
+}
+
 std::string check_device(const Problem& p, const DeviceLimits& prop) {
   if (prop.major < 8)
     return "compute capability " + std::to_string(prop.major) + "." + std::to_string(prop.minor) +
@@ -185,14 +199,15 @@ std::string check_device(const Problem& p, const DeviceLimits& prop) {
   });
   const long long bh = static_cast<long long>(p.batch) * p.heads_kv;
   const long long n_blocks = (p.n_kv + block_n - 1) / block_n;
-  // The main kernel's grid is (key blocks, B · H_kv), or under the causal mask, where the
-  // configuration launches heavy first (heavy_first_grid), (B · H_kv, key blocks): there both
-  // are held to y's limit, whichever of Traits and Fallback runs.
+  // The key blocks on y where a kernel that may run launches heavy first, B · H_kv on y where
+  // one may launch in the other order: both held to y's limit when the two orders may run.
+  const auto [key_blocks_on_x, key_blocks_on_y] =
+      p.head_dim == 64 ? grid_orders<64>(p.causal) : grid_orders<128>(p.causal);
   return check_fits(
       kStepName, prop, p, smem,
-      {{p.causal ? 1 : 0, n_blocks,
+      {{key_blocks_on_y ? 1 : 0, n_blocks,
         "n_kv (" + std::to_string(p.n_kv) + ") needs " + std::to_string(n_blocks) + " key blocks"},
-       {1, bh, "batch*heads_kv (" + std::to_string(bh) + ")"}});
+       {key_blocks_on_x ? 1 : 0, bh, "batch*heads_kv (" + std::to_string(bh) + ")"}});
 }
 
 template <class Element>

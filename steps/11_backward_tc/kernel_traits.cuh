@@ -351,13 +351,25 @@ template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kS
           int kHeavyFirst_ = 0>
 struct Bwd2dTraits;
 
+/// \brief The grid-order switch of `Traits`: BwdTraits' kHeavyFirst (a bool: both masks), or
+/// Bwd2dTraits' (0 never, 1 both masks, 2 under the causal mask only) read from its template
+/// argument, so that code which sees Bwd2dTraits only declared (api.cu) can ask too.
+template <class Traits>
+struct HeavyFirstOf {
+  static constexpr int value = Traits::kHeavyFirst;
+};
+template <int D, class E, bool A, bool B, int C, bool F, bool G, bool H, int M, int S, int K, int Q,
+          bool R, int U, int Bu, int kHeavyFirst>
+struct HeavyFirstOf<Bwd2dTraits<D, E, A, B, C, F, G, H, M, S, K, Q, R, U, Bu, kHeavyFirst>> {
+  static constexpr int value = kHeavyFirst;
+};
+
 /// \brief Whether the main kernel of `Traits` for this mask runs on the grid (B · H_kv, key
 /// tiles), every head's first K/V tile launched first, rather than (key tiles, B · H_kv).
-/// BwdTraits' kHeavyFirst is a bool (both masks); Bwd2dTraits' an int: 0 never, 1 both masks,
-/// 2 under the causal mask only.
 template <class Traits, bool IsCausal>
 constexpr bool heavy_first_grid() {
-  return int{Traits::kHeavyFirst} == 1 || (int{Traits::kHeavyFirst} == 2 && IsCausal);
+  constexpr int kOrder = HeavyFirstOf<Traits>::value;
+  return kOrder == 1 || (kOrder == 2 && IsCausal);
 }
 
 /// \brief Which configuration the step runs. true (the step's): the ones bin/variants_11

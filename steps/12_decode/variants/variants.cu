@@ -208,7 +208,7 @@
 //          instructions where torch_cudnn's kernel, on the same grid of 256 blocks of 128
 //          threads, executes 74 M, and takes 502 µs against 478. Both issue the same 4.2 M
 //          LDGSTS (16-byte cp.async); ours spends about 130 M on integer and branch work (IMAD,
-//          IADD3, LOP3, ISETP, SHF, LEA, SEL, BRA; 137 M with VIADD and LDC), some 31-33 per
+//          IADD3, LOP3, ISETP, SHF, LEA, SEL, BRA; 137 M with VIADD and LDC), some 30-33 per
 //          cp.async, most of it, we read, the general path of load_tile_async working out every
 //          chunk's row, its checks and selects. With a whole tile of attended keys in one page
 //          or in the contiguous cache (every tile but a sequence's last when its keys are not a
