@@ -81,6 +81,8 @@ IMPLS = [
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
 # --pass decode: the fused backends (torch_math on request).
 DECODE_IMPLS = ("torch_cudnn", "torch_flash", "torch_efficient")
+# --pass decode: K and V as [B, H_kv, N, d] (PyTorch's) or [B, N, H_kv, d] (the step's cache).
+KV_LAYOUTS = ("bhnd", "bnhd")
 DEFAULT_NS = (512, 1024, 2048, 4096, 8192, 16384)
 QUICK_NS = (1024, 4096)
 
@@ -136,6 +138,11 @@ def parse_args(argv=None):
     dec.add_argument("--heads-kv", type=int_list, default="32,8",
                      help="key/value heads H_kv (each must divide H_q)")
     dec.add_argument("--q-len", type=int, default=1, help="new tokens per sequence, 1 to 16")
+    dec.add_argument("--kv-layouts", type=name_list(KV_LAYOUTS), default="bhnd",
+                     help="comma-separated memory layouts of K and V: bhnd ([B, H_kv, N, d], "
+                          "the layout PyTorch's kernels expect) and bnhd ([B, N, H_kv, d], the "
+                          "decoding step's cache, passed as its [B, H_kv, N, d] view); a bnhd "
+                          "record's impl is the backend's name + _bnhd")
     dec.add_argument("--max-cache-gib", type=float, default=40.0,
                      help="refuse a shape whose K and V together exceed this many GiB")
     p.add_argument("--reps", type=int, default=20, help="timed runs per measurement")
@@ -410,91 +417,109 @@ def main(argv=None):
         write_json(args.out, doc)
 
     def decode_pass():
-        """One decoding step per shape and backend: q [B, H_q, q_len, d] against K, V
-        [B, H_kv, N, d] with enable_gqa; a bottom-right causal mask among the new tokens."""
-        hq, ql = args.heads_q, args.q_len
+        """One decoding step per shape, K/V layout and backend: q [B, H_q, q_len, d] against K,
+        V [B, H_kv, N, d] (or its view of [B, N, H_kv, d]) with enable_gqa; a bottom-right
+        causal mask among the new tokens."""
         for b, hkv, n, d, dtype_name in decode_shapes(args):
             if deadline.passed():
                 log(f"stop: --max-seconds {args.max_seconds:g} passed "
                     f"({deadline.elapsed():.0f} s); writing what was measured")
                 return
-            shape = f"{dtype_name} d={d} B={b} Hq={hq} Hkv={hkv} q_len={ql} N={n}"
-            base = {"pass": "decode", "dtype": dtype_name, "d": d, "batch": b, "heads_q": hq,
-                    "heads_kv": hkv, "q_len": ql, "cache": n, "layout": "contiguous"}
-            dtype = dtypes[dtype_name]
-            try:
-                q = torch.randn(b, hq, ql, d, device=device, dtype=dtype)
-                k, v = (torch.randn(b, hkv, n, d, device=device, dtype=dtype) for _ in range(2))
-                # New query i sees keys 0 .. n - ql + i (docs/conventions.md, Decoding).
-                mask = (None if ql == 1 else
-                        torch.ones(ql, n, device=device, dtype=torch.bool).tril_(n - ql))
-            except torch.cuda.OutOfMemoryError:
-                q = k = v = mask = None
-                release()
-                for impl in args.impls:
-                    skip(impl, base, shape, "out of memory (inputs)")
-                continue
-            kv_bytes = fa_perf.decode_kv_bytes(b, hkv, n, d, dtype_name)
-            for impl in args.impls:
-                backend = getattr(SDPBackend, dict(IMPLS)[impl], None) if SDPBackend else None
-                if backend is None:
-                    skip(impl, base, shape, f"SDPBackend.{dict(IMPLS)[impl]} is not in this "
-                                            "PyTorch")
-                    continue
-                def attempt(kk, vv, gqa):
-                    """measure() of the backend on K and V (enable_gqa when gqa); the refusal's
-                    reason (None when it ran) and the figures."""
-                    call = lambda: F.scaled_dot_product_attention(  # noqa: E731
-                        q, kk, vv, attn_mask=mask, **({"enable_gqa": True} if gqa else {}))
-                    try:
-                        return None, measure(sdpa_kernel(backend), lambda: call)
-                    except torch.cuda.OutOfMemoryError:
-                        release()
-                        return "out of memory", None
-                    except Exception as e:  # RuntimeError: the backend refuses the shape
-                        release()
-                        reason = first_line(e)
-                        if not isinstance(e, RuntimeError):
-                            reason = f"{type(e).__name__}: {reason}"
-                        return reason, None
+            for kv_layout in args.kv_layouts:
+                decode_shape(b, hkv, n, d, dtype_name, kv_layout)
 
-                # enable_gqa only where heads are grouped: MHA shapes need no PyTorch that has it
-                reason, got = attempt(k, v, hq != hkv)
-                expanded = None
-                if got is None and hq != hkv and reason != "out of memory":
-                    # A backend that refuses grouped heads is measured as a user would run it:
-                    # K and V expanded to H_q heads beforehand (untimed), read H_q / H_kv times
-                    # over; the record says so, and kv_bytes stays the cache's.
-                    expanded = reason
-                    try:
-                        ke, ve = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
-                    except torch.cuda.OutOfMemoryError:
-                        release()
-                        ke = ve = None
-                        reason = f"enable_gqa refused ({expanded}); out of memory expanding K, V"
-                    if ke is not None:
-                        reason, got = attempt(ke, ve, False)
-                        del ke, ve
-                        if got is None:
-                            reason = f"enable_gqa refused ({expanded}); expanded K, V: {reason}"
-                if got is None:
-                    skip(impl, base, shape, reason)
-                    continue
-                ms, extra, reps = got
-                tbps = kv_bytes / (ms * 1e-3) / 1e12
-                rec = dict(impl=impl, **base,
-                           name=decode_name(impl, dtype_name, d, b, hq, hkv, ql, n),
-                           median_ms=ms, kv_bytes=kv_bytes, tbps=tbps, extra_device_bytes=extra)
-                if expanded is not None:
-                    rec.update(gqa="expanded", note=f"enable_gqa refused: {expanded}")
-                doc["results"].append(rec)
-                write_json(args.out, doc)
-                note = "" if reps == args.reps else f" ({reps} reps, deadline)"
-                note += "" if expanded is None else " (K, V expanded: enable_gqa refused)"
-                log(f"{impl:16s} {shape}: {ms:9.4f} ms {tbps:6.3f} TB/s "
-                    f"extra {human_bytes(extra)}{note}  [{deadline.elapsed():.0f} s]")
-            del q, k, v, mask
+    def decode_shape(b, hkv, n, d, dtype_name, kv_layout):
+        """decode_pass() at one shape, K and V in kv_layout (bnhd: records' impl + _bnhd)."""
+        hq, ql = args.heads_q, args.q_len
+        shape = f"{dtype_name} d={d} B={b} Hq={hq} Hkv={hkv} q_len={ql} N={n}"
+        if kv_layout != "bhnd":
+            shape += f" {kv_layout}"
+        base = {"pass": "decode", "dtype": dtype_name, "d": d, "batch": b, "heads_q": hq,
+                "heads_kv": hkv, "q_len": ql, "cache": n, "layout": "contiguous",
+                "kv_layout": kv_layout}
+        dtype = dtypes[dtype_name]
+
+        def name_of(impl):  # bhnd, PyTorch's own layout, keeps the backend's name
+            return impl if kv_layout == "bhnd" else f"{impl}_{kv_layout}"
+
+        try:
+            q = torch.randn(b, hq, ql, d, device=device, dtype=dtype)
+            if kv_layout == "bnhd":  # the step's cache, seen as [B, H_kv, N, d]
+                k, v = (torch.randn(b, n, hkv, d, device=device, dtype=dtype).transpose(1, 2)
+                        for _ in range(2))
+            else:
+                k, v = (torch.randn(b, hkv, n, d, device=device, dtype=dtype)
+                        for _ in range(2))
+            # New query i sees keys 0 .. n - ql + i (docs/conventions.md, Decoding).
+            mask = (None if ql == 1 else
+                    torch.ones(ql, n, device=device, dtype=torch.bool).tril_(n - ql))
+        except torch.cuda.OutOfMemoryError:
+            q = k = v = mask = None
             release()
+            for impl in args.impls:
+                skip(name_of(impl), base, shape, "out of memory (inputs)")
+            return
+        kv_bytes = fa_perf.decode_kv_bytes(b, hkv, n, d, dtype_name)
+        for impl in args.impls:
+            backend = getattr(SDPBackend, dict(IMPLS)[impl], None) if SDPBackend else None
+            if backend is None:
+                skip(name_of(impl), base, shape, f"SDPBackend.{dict(IMPLS)[impl]} is not in this "
+                                        "PyTorch")
+                continue
+            def attempt(kk, vv, gqa):
+                """measure() of the backend on K and V (enable_gqa when gqa); the refusal's
+                reason (None when it ran) and the figures."""
+                call = lambda: F.scaled_dot_product_attention(  # noqa: E731
+                    q, kk, vv, attn_mask=mask, **({"enable_gqa": True} if gqa else {}))
+                try:
+                    return None, measure(sdpa_kernel(backend), lambda: call)
+                except torch.cuda.OutOfMemoryError:
+                    release()
+                    return "out of memory", None
+                except Exception as e:  # RuntimeError: the backend refuses the shape
+                    release()
+                    reason = first_line(e)
+                    if not isinstance(e, RuntimeError):
+                        reason = f"{type(e).__name__}: {reason}"
+                    return reason, None
+
+            # enable_gqa only where heads are grouped: MHA shapes need no PyTorch that has it
+            reason, got = attempt(k, v, hq != hkv)
+            expanded = None
+            if got is None and hq != hkv and reason != "out of memory":
+                # A backend that refuses grouped heads is measured as a user would run it:
+                # K and V expanded to H_q heads beforehand (untimed), read H_q / H_kv times
+                # over; the record says so, and kv_bytes stays the cache's.
+                expanded = reason
+                try:
+                    ke, ve = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
+                except torch.cuda.OutOfMemoryError:
+                    release()
+                    ke = ve = None
+                    reason = f"enable_gqa refused ({expanded}); out of memory expanding K, V"
+                if ke is not None:
+                    reason, got = attempt(ke, ve, False)
+                    del ke, ve
+                    if got is None:
+                        reason = f"enable_gqa refused ({expanded}); expanded K, V: {reason}"
+            if got is None:
+                skip(name_of(impl), base, shape, reason)
+                continue
+            ms, extra, reps = got
+            tbps = kv_bytes / (ms * 1e-3) / 1e12
+            rec = dict(impl=name_of(impl), **base,
+                       name=decode_name(name_of(impl), dtype_name, d, b, hq, hkv, ql, n),
+                       median_ms=ms, kv_bytes=kv_bytes, tbps=tbps, extra_device_bytes=extra)
+            if expanded is not None:
+                rec.update(gqa="expanded", note=f"enable_gqa refused: {expanded}")
+            doc["results"].append(rec)
+            write_json(args.out, doc)
+            note = "" if reps == args.reps else f" ({reps} reps, deadline)"
+            note += "" if expanded is None else " (K, V expanded: enable_gqa refused)"
+            log(f"{name_of(impl):21s} {shape}: {ms:9.4f} ms {tbps:6.3f} TB/s "
+                f"extra {human_bytes(extra)}{note}  [{deadline.elapsed():.0f} s]")
+        del q, k, v, mask
+        release()
 
     torch.manual_seed(args.seed)
     if args.pass_ == "decode":

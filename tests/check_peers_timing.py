@@ -56,7 +56,10 @@ class Tensor:
         self.shape, self.requires_grad = tuple(shape), requires_grad
 
     def transpose(self, a, b):
-        return self
+        _log(f"transpose {a} {b}")
+        shape = list(self.shape)
+        shape[a], shape[b] = shape[b], shape[a]
+        return Tensor(shape)
 
     def mul_(self, x):
         return self
@@ -83,6 +86,7 @@ def device(name):
 
 def randn(*shape, device=None, dtype=None, requires_grad=False):
     _log("randn grad" if requires_grad else "randn")
+    _log("shape " + "x".join(map(str, shape)))
     return Tensor(shape, requires_grad)
 
 
@@ -239,6 +243,8 @@ def measurements(log):
     (randn) or after the previous measurement's last event; returns lists of lines."""
     out, current = [], []
     for line in log:
+        if line.startswith(("shape ", "transpose ")):  # the inputs' making, not a call
+            continue
         if line.startswith("randn"):
             if current:
                 out.append(current)
@@ -259,14 +265,15 @@ REPS, WARMUP = 4, 2
 DECODE = dict(batch=2, heads_q=4, heads_kv=2, q_len=1, cache=96, d=64, dtype="bf16")
 
 
-def run_peers(tmp, kind):
+def run_peers(tmp, kind, extra=()):
     fake = os.path.join(tmp, "fake")
     write(os.path.join(fake, "torch", "__init__.py"), FAKE_TORCH)
     write(os.path.join(fake, "torch", "nn", "__init__.py"), "from . import functional\n")
     write(os.path.join(fake, "torch", "nn", "functional.py"), FAKE_FUNCTIONAL)
     write(os.path.join(fake, "torch", "nn", "attention.py"), FAKE_ATTENTION)
-    log = os.path.join(tmp, f"{kind}.log")
-    out = os.path.join(tmp, f"peers-{kind}.json")
+    tag = kind + ("-" + "-".join(extra).replace(",", "-").strip("-") if extra else "")
+    log = os.path.join(tmp, f"{tag}.log")
+    out = os.path.join(tmp, f"peers-{tag}.json")
     env = dict(os.environ, PYTHONPATH=fake, FAKE_TORCH_LOG=log)
     if kind == "decode":  # one shape, two backends: as many measurements as the others
         shape = ["--dtypes", DECODE["dtype"], "--dims", str(DECODE["d"]), "--batches",
@@ -277,8 +284,8 @@ def run_peers(tmp, kind):
         shape = ["--dtypes", "fp32", "--dims", "64", "--ns", "512", "--causal", "both",
                  "--impls", "torch_flash,torch_naive"]
     r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "peers.py"), "--pass",
-                        kind] + shape + ["--reps", str(REPS), "--warmup", str(WARMUP),
-                                         "--out", out],
+                        kind] + shape + list(extra) + ["--reps", str(REPS), "--warmup",
+                                                       str(WARMUP), "--out", out],
                        capture_output=True, text=True, env=env)
     lines = open(log).read().splitlines() if os.path.exists(log) else []
     doc = json.load(open(out)) if os.path.exists(out) else {}
@@ -359,11 +366,35 @@ def check(tmp, kind):
                f"each timed call is one {timed} between its events, a spin before each: {m}")
 
 
+def check_kv_layouts(tmp):
+    """--kv-layouts bhnd,bnhd: each backend timed on K, V made as [B, H_kv, N, d] and as
+    [B, N, H_kv, d] seen through a transpose, the second named impl + _bnhd."""
+    r, log, doc = run_peers(tmp, "decode", ("--kv-layouts", "bhnd,bnhd"))
+    expect(r.returncode == 0, f"--kv-layouts bhnd,bnhd exits 0: {r.stdout}{r.stderr}")
+    got = sorted((x.get("impl"), x.get("kv_layout")) for x in doc.get("results", []))
+    want = sorted([("torch_cudnn", "bhnd"), ("torch_flash", "bhnd"),
+                   ("torch_cudnn_bnhd", "bnhd"), ("torch_flash_bnhd", "bnhd")])
+    expect(got == want, f"--kv-layouts bhnd,bnhd: records {want}, got {got}")
+    for x in doc.get("results", []):
+        expect(x.get("name", "").startswith(x.get("impl", "?") + "/"),
+               f"a record's name starts with its impl: {x}")
+    c = DECODE
+    bhnd = f"shape {c['batch']}x{c['heads_kv']}x{c['cache']}x{c['d']}"
+    bnhd = f"shape {c['batch']}x{c['cache']}x{c['heads_kv']}x{c['d']}"
+    expect(log.count(bhnd) == 2 and log.count(bnhd) == 2 and log.count("transpose 1 2") == 2,
+           f"K and V made once per layout, the bnhd pair transposed to [B, H_kv, N, d]: {log}")
+    bad = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "peers.py"), "--pass",
+                          "decode", "--kv-layouts", "bhnd,nbhd"], capture_output=True, text=True)
+    expect(bad.returncode == 2 and "--kv-layouts" in bad.stderr and "nbhd" in bad.stderr,
+           f"an unknown --kv-layouts is refused by name: {bad.stderr}")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         check(tmp, "forward")
         check(tmp, "backward")
         check(tmp, "decode")
+        check_kv_layouts(tmp)
     if failures:
         print(f"check_peers_timing.py: {len(failures)} check(s) failed")
         return 1

@@ -46,7 +46,7 @@ using step07::pack_pair;
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
           bool kSwizzle_ = false, bool kTileTable_ = false, int kL2Bytes_ = 0,
-          bool kTileBase_ = false>
+          bool kTileBase_ = false, bool kLazyRescale_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -79,6 +79,10 @@ struct DecodeTraitsMma {
   // A tile of attended keys in one page (or the contiguous cache) copied from one base address
   // per thread plus a fixed stride (load_tile_async, split_tiles.cuh; cp.async only).
   static constexpr bool kTileBase = kTileBase_;
+  // O's accumulators rescaled by exp(m_old − m_new) only when some row of the warp has a new
+  // maximum (a vote per tile), instead of at every tile: a factor of exactly 1 skipped, so the
+  // result is bit for bit the same.
+  static constexpr bool kLazyRescale = kLazyRescale_;
   static_assert(!(kTileBase && kBulk), "the tile's base address: the cp.async copies only");
   static_assert(!(kL2Bytes && kBulk), "the prefetch size qualifies the cp.async copies only");
   static constexpr int kWarps = kWarps_;
@@ -437,10 +441,13 @@ __global__ void __launch_bounds__(Traits::kThreads)
       l[j] = l[j] * alpha[j] + sum;
       m[j] = m_new;
     }
+    // alpha is exp2(0) = 1 exactly wherever the row's maximum held (and for padding rows).
+    if (!Traits::kLazyRescale || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-    for (int nt = 0; nt < kNTiles; ++nt) {
-      acc[nt][0] *= alpha[0], acc[nt][1] *= alpha[0];
-      acc[nt][2] *= alpha[1], acc[nt][3] *= alpha[1];
+      for (int nt = 0; nt < kNTiles; ++nt) {
+        acc[nt][0] *= alpha[0], acc[nt][1] *= alpha[0];
+        acc[nt][2] *= alpha[1], acc[nt][3] *= alpha[1];
+      }
     }
 
     // P as the A fragment of one k16 step (keys 2 t4, + 1 and 8 + 2 t4, + 1; rows g8, g8 + 8),

@@ -223,6 +223,15 @@
 //          1.01-1.05x, as predicted or above; pages of 16 level; B = 1 1.01-1.06x, above its 2%.
 //          182 registers against 164 (2 blocks per SM still: shared memory is the limit). Not
 //          profiled: its instruction count above is the source's. 12_decode_v2 runs it.
+//   m3w4spam  m3w4spa with Traits::kLazyRescale: O's 64 accumulators per lane multiplied by
+//          exp(m_old − m_new) only in a tile where some row of the warp has a new maximum (one
+//          vote), the same products otherwise (a factor of exactly 1 skipped). Per warp and tile
+//          64 FMUL of m3w4spa's ≈ 390 counted instructions, skipped on all but the few tiles
+//          where a maximum grows (with random scores, about ln(tiles) of them). Instructions no
+//          longer bind m3w4spa as they bound m3w4sp (tile base gave 0-2% for half the count),
+//          so predicted: B >= 8, 16k and 32k 1.00-1.01x m3w4spa; B = 1 within 1%. Measured
+//          beside the peers in the step's cache layout (peers.py --kv-layouts bnhd), where
+//          torch_cudnn reads 1-1.6% less than in its own at B = 8 (h200-decode.md).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -335,10 +344,12 @@ template <int kStages, int kWarps, int kBlockN>
 using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, false>;
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
           int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0,
-          bool kTileTable = false, int kL2Bytes = 0, bool kTileBase = false>
-using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch,
-                                           kEarly, kSwizzle, kTileTable, kL2Bytes, kTileBase>,
-                           true, kRuleSlots>;
+          bool kTileTable = false, int kL2Bytes = 0, bool kTileBase = false,
+          bool kLazyRescale = false>
+using Mma =
+    VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly,
+                                   kSwizzle, kTileTable, kL2Bytes, kTileBase, kLazyRescale>,
+                   true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
   static constexpr const char* kName = "s3w4";
@@ -404,6 +415,10 @@ struct M3W4SP : Mma<3, 4, 64, true, false, 0, false, true, 0, true> {
 struct M3W4SPA : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 0, true> {
   static constexpr const char* kName = "m3w4spa";
   static constexpr const char* kLesson = "m3w4sp, a whole tile's copies from one base address";
+};
+struct M3W4SPAM : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 0, true, true> {
+  static constexpr const char* kName = "m3w4spam";
+  static constexpr const char* kLesson = "m3w4spa, O rescaled only when a row's maximum grows";
 };
 struct M3W4SPL1 : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 128> {
   static constexpr const char* kName = "m3w4spl1";
@@ -544,7 +559,10 @@ std::vector<DecodeVariant> decode_variants() {
                         "thread",
                         "B>=8, 16k/32k, contiguous and pages of 64/256: 1.02-1.04x m3w4sp "
                         "(about 430 fewer instructions per warp and tile, of ~816); B=1 and "
-                        "pages of 16 as m3w4sp within 2%")};
+                        "pages of 16 as m3w4sp within 2%"),
+          make<M3W4SPAM>("m3w4spa rescaling O only in a tile where some row's maximum grew",
+                         "B>=8, 16k/32k: 1.00-1.01x m3w4spa (64 of ~390 instructions per warp "
+                         "and tile skipped on most tiles); B=1 as m3w4spa within 1%")};
 }
 
 }  // namespace fa::step12
