@@ -46,7 +46,7 @@ using step07::pack_pair;
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
           bool kSwizzle_ = false, bool kTileTable_ = false, int kL2Bytes_ = 0,
-          bool kTileBase_ = false, bool kLazyRescale_ = false>
+          bool kTileBase_ = false, bool kLazyRescale_ = false, int kClusterHeads_ = 1>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -83,6 +83,17 @@ struct DecodeTraitsMma {
   // maximum (a vote per tile), instead of at every tile: a factor of exactly 1 skipped, so the
   // result is bit for bit the same.
   static constexpr bool kLazyRescale = kLazyRescale_;
+  // The blocks of kClusterHeads_ neighbouring K/V heads (grid y) launched as one thread-block
+  // cluster (sm_90) whose blocks pass one cluster barrier per tile instead of each its own
+  // __syncthreads: they then ask for the same rows of their heads at the same moment, and in
+  // the cache's [B, N, H_kv, d] layout those rows lie side by side (kClusterHeads_ · 2 · d
+  // bytes), not one head's 2 · d bytes alone. 1: no cluster. Launched without a cluster where
+  // grid y is not a multiple (the barrier is then the block's own).
+  static constexpr int kClusterHeads = kClusterHeads_;
+  static_assert(kClusterHeads == 1 || kClusterHeads == 2 || kClusterHeads == 4 ||
+                    kClusterHeads == 8,
+                "a portable cluster: 1, 2, 4 or 8 blocks");
+  static_assert(kClusterHeads == 1 || !kBulk_, "the cluster barrier: the cp.async copies only");
   static_assert(!(kTileBase && kBulk), "the tile's base address: the cp.async copies only");
   static_assert(!(kL2Bytes && kBulk), "the prefetch size qualifies the cp.async copies only");
   static constexpr int kWarps = kWarps_;
@@ -162,6 +173,16 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
 __device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
 #if FA_DECODE_BULK
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
+/// \brief Every thread of every block of the thread-block cluster arrives, then waits for all
+/// (release and acquire, so it orders shared memory as __syncthreads does); a launch without
+/// a cluster is a cluster of one block. Called by whole warps.
+__device__ __forceinline__ void cluster_sync() {
+#if FA_DECODE_BULK
+  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+#else
+  __syncthreads();
 #endif
 }
 __device__ __forceinline__ void bulk_wait(uint32_t bar, uint32_t parity) {
@@ -381,7 +402,11 @@ __global__ void __launch_bounds__(Traits::kThreads)
     } else {
       cp_async_wait<kS - 2>();
     }
-    __syncthreads();
+    if constexpr (Traits::kClusterHeads > 1) {
+      cluster_sync();  // this block's threads and the cluster's other blocks alike
+    } else {
+      __syncthreads();
+    }
     {
       const int next = t + kS - 1;
       if (next < t_end) load_tile(next, (stage + kS - 1) % kS);
@@ -596,8 +621,27 @@ void launch_attend_combine_mma(void (*attend)(DecodeParams), const DecodeParams&
   CUDA_CHECK(cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Traits::kSmemBytes)));
   const dim3 grid(p.num_splits, p.heads_kv * p.row_chunks, p.batch);
-  attend<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
-  CUDA_CHECK_LAUNCH();
+  int device = 0, major = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (Traits::kClusterHeads > 1 && major >= 9 && grid.y % Traits::kClusterHeads == 0) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = dim3(Traits::kThreads);
+    config.dynamicSmemBytes = Traits::kSmemBytes;
+    config.stream = stream;
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = 1;
+    cluster[0].val.clusterDim.y = Traits::kClusterHeads;
+    cluster[0].val.clusterDim.z = 1;
+    config.attrs = cluster;
+    config.numAttrs = 1;
+    CUDA_CHECK(cudaLaunchKernelEx(&config, attend, p));
+  } else {
+    attend<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+    CUDA_CHECK_LAUNCH();
+  }
   if (p.num_splits == 1) return;  // the attention wrote O and L
 
   cudaLaunchConfig_t config = {};
@@ -609,9 +653,6 @@ void launch_attend_combine_mma(void (*attend)(DecodeParams), const DecodeParams&
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   // Programmatic dependent launch needs compute capability 9.0; before it, plain stream order.
-  int device = 0, major = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   config.numAttrs = major >= 9 ? 1 : 0;
   CUDA_CHECK(cudaLaunchKernelEx(&config, decode_combine_wide_kernel<Traits::kHeadDim, Element>, p));
 }

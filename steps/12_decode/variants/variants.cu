@@ -232,6 +232,22 @@
 //          so predicted: B >= 8, 16k and 32k 1.00-1.01x m3w4spa; B = 1 within 1%. Measured
 //          beside the peers in the step's cache layout (peers.py --kv-layouts bnhd), where
 //          torch_cudnn reads 1-1.6% less than in its own at B = 8 (h200-decode.md).
+//          Measured (h200-variants-12-7105ea9.md): 1.00x m3w4spa (0.99-1.01) at every shape:
+//          level, at the low end of the prediction. Not kept.
+//   m3w4spac2, m3w4spac4, m3w4spac8  m3w4spa with the blocks of 2, 4 or 8 neighbouring K/V heads
+//          launched as one thread-block cluster, a cluster barrier per tile in place of the
+//          block's __syncthreads (Traits::kClusterHeads). In the cache's [B, N, H_kv, d] layout
+//          one head's row is 256 bytes of a B·N row of H_kv · 256; each block copies its own
+//          head's 256 bytes, 64 rows a tile, and nothing keeps the blocks of neighbouring heads
+//          near the same rows: after hundreds of tiles they drift apart. torch_cudnn, given
+//          that layout instead of [B, H_kv, N, d] (where a head's rows are contiguous), reads
+//          1.2-1.4% less at B = 8 and 32 (h200-decode.md, commit 7105ea9), and ours is within
+//          0.6% of it there: the layout, we read, costs the DRAM some efficiency (a 256-byte
+//          run is a quarter of a 1 KiB DRAM page or less). Held in step, the cluster's blocks
+//          ask for the same rows of 2, 4 or 8 heads together, 512 B to 2 KiB side by side.
+//          Predicted: B >= 8, 16k/32k: 1.00-1.02x m3w4spa, more with bigger clusters if the
+//          reading holds, less (0.98-1.00x) if the barrier's wait for the slowest block costs
+//          more than the runs gain; B = 1 (8-32 splits) within 2%.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -345,11 +361,11 @@ using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, fal
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
           int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0,
           bool kTileTable = false, int kL2Bytes = 0, bool kTileBase = false,
-          bool kLazyRescale = false>
-using Mma =
-    VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly,
-                                   kSwizzle, kTileTable, kL2Bytes, kTileBase, kLazyRescale>,
-                   true, kRuleSlots>;
+          bool kLazyRescale = false, int kClusterHeads = 1>
+using Mma = VariantKernels<
+    DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly, kSwizzle,
+                    kTileTable, kL2Bytes, kTileBase, kLazyRescale, kClusterHeads>,
+    true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
   static constexpr const char* kName = "s3w4";
@@ -419,6 +435,20 @@ struct M3W4SPA : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 0, true> {
 struct M3W4SPAM : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 0, true, true> {
   static constexpr const char* kName = "m3w4spam";
   static constexpr const char* kLesson = "m3w4spa, O rescaled only when a row's maximum grows";
+};
+template <int kHeads>
+using M3W4SPAC = Mma<3, 4, 64, true, false, 0, false, true, 0, true, 0, true, false, kHeads>;
+struct M3W4SPAC2 : M3W4SPAC<2> {
+  static constexpr const char* kName = "m3w4spac2";
+  static constexpr const char* kLesson = "m3w4spa, clusters of 2 heads in step, tile by tile";
+};
+struct M3W4SPAC4 : M3W4SPAC<4> {
+  static constexpr const char* kName = "m3w4spac4";
+  static constexpr const char* kLesson = "m3w4spa, clusters of 4 heads in step, tile by tile";
+};
+struct M3W4SPAC8 : M3W4SPAC<8> {
+  static constexpr const char* kName = "m3w4spac8";
+  static constexpr const char* kLesson = "m3w4spa, clusters of 8 heads in step, tile by tile";
 };
 struct M3W4SPL1 : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 128> {
   static constexpr const char* kName = "m3w4spl1";
@@ -562,7 +592,19 @@ std::vector<DecodeVariant> decode_variants() {
                         "pages of 16 as m3w4sp within 2%"),
           make<M3W4SPAM>("m3w4spa rescaling O only in a tile where some row's maximum grew",
                          "B>=8, 16k/32k: 1.00-1.01x m3w4spa (64 of ~390 instructions per warp "
-                         "and tile skipped on most tiles); B=1 as m3w4spa within 1%")};
+                         "and tile skipped on most tiles); B=1 as m3w4spa within 1%"),
+          make<M3W4SPAC2>("m3w4spa with 2 neighbouring heads' blocks as a cluster, one "
+                          "cluster barrier per tile",
+                          "B>=8, 16k/32k: 1.00-1.01x m3w4spa (rows of 2 heads, 512 B, asked "
+                          "for together); B=1 within 2%"),
+          make<M3W4SPAC4>("m3w4spa with 4 neighbouring heads' blocks as a cluster, one "
+                          "cluster barrier per tile",
+                          "B>=8, 16k/32k: 1.00-1.02x m3w4spa (1 KiB of a cache row asked for "
+                          "together); B=1 within 2%"),
+          make<M3W4SPAC8>("m3w4spa with 8 neighbouring heads' blocks as a cluster, one "
+                          "cluster barrier per tile",
+                          "B>=8, 16k/32k: 1.00-1.02x m3w4spa (2 KiB together; the barrier "
+                          "waits on the slowest of 8); B=1 within 2%")};
 }
 
 }  // namespace fa::step12
