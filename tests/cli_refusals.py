@@ -2,7 +2,8 @@
 """cli_refusals.py — every program refuses bad input the same way, without a GPU.
 
 Runs one program (tour, a step's program, 00_cpu_reference, bench_all, a bench_NN, sweep,
-variants_07, variants_11, ceilings, a backward step's bench_NN, bench_decode, variants_12) with each bad input of its table below and
+variants_07, variants_11, ceilings, a backward step's bench_NN, bench_decode, variants_12,
+hbm_layouts) with each bad input of its table below and
 checks: exit status 2, exactly one "error:" line on stderr, and that line names the option
 and its accepted range (a regex); and that --help still exits 0. For the tour, also a long
 sequence that it must accept: it checks sampled rows, says so, and stays within bounded host
@@ -225,6 +226,18 @@ CEILINGS = [
     ("--bogus", r"--bogus"),
 ]
 
+HBM_LAYOUTS = [
+    ("--caches 100", r"--caches: Value 100 not in range 128 to"),
+    ("--caches 200", r"--caches: 200 must be a multiple of 128"),
+    ("--batches 0", r"--batches: Value 0 not in range 1 to 65535"),
+    ("--heads-kv 70000", r"--heads-kv: Value 70000 not in range 1 to 65535"),
+    ("--reps 0", r"--reps: Value 0 not in range 1 to 10000"),
+    ("--batches 64 --heads-kv 64 --caches 65536",
+     r"--batches 64 --heads-kv 64 --caches 65536: K and V need 128\.0 GiB, more than "
+     r"--max-cache-gib \(40\)"),
+    ("--bogus", r"--bogus"),
+]
+
 # program -> [(arguments, regex stdout must match)]: accepted, exit status 0, with at most
 # MAX_RSS_MIB of host memory and MAX_SECONDS (a GPU, if present, runs one fast step).
 ACCEPTS = {
@@ -261,6 +274,7 @@ CASES = {
     "bench_11_backward_tc": BENCH_BACKWARD,
     "bench_decode": BENCH_DECODE,
     "variants_12": VARIANTS_12,
+    "hbm_layouts": HBM_LAYOUTS,
 }
 
 

@@ -68,6 +68,34 @@ __global__ void __launch_bounds__(kThreads)
   if (acc == sentinel) sink[0] = acc;
 }
 
+// kv_rows_read: one block per (head, sequence) reads its head's rows of K and V, 128 rows of
+// each per iteration (16 + 16 loads of 16 bytes in flight per thread), thread t chunk t % 16 of
+// rows t / 16 + 8i. Only the row's address depends on the layout.
+constexpr int kRowThreads = 128, kRowChunks = 16, kRowsPerIter = 128;
+template <KvLayout kLayout>
+__global__ void __launch_bounds__(kRowThreads)
+    kv_rows_read_kernel(const uint4* __restrict__ k, const uint4* __restrict__ v, int heads, int n,
+                        unsigned sentinel, unsigned* __restrict__ sink) {
+  constexpr int kRowsPerPass = kRowThreads / kRowChunks, kLoads = kRowsPerIter / kRowsPerPass;
+  const int h = blockIdx.x, b = blockIdx.y;
+  const int chunk = threadIdx.x % kRowChunks, row0 = threadIdx.x / kRowChunks;
+  unsigned acc = 0;
+  for (int n0 = 0; n0 < n; n0 += kRowsPerIter) {
+    uint4 x[2 * kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const std::size_t pos = std::size_t(n0) + row0 + kRowsPerPass * i;
+      const std::size_t row = kLayout == KvLayout::kBhnd ? (std::size_t(b) * heads + h) * n + pos
+                                                         : (std::size_t(b) * n + pos) * heads + h;
+      x[i] = __ldcs(k + row * kRowChunks + chunk);
+      x[kLoads + i] = __ldcs(v + row * kRowChunks + chunk);
+    }
+#pragma unroll
+    for (int i = 0; i < 2 * kLoads; ++i) acc ^= x[i].x ^ x[i].y ^ x[i].z ^ x[i].w;
+  }
+  if (acc == sentinel) sink[0] = acc;
+}
+
 int grid_for(std::size_t n, int per_sm) {
   int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
@@ -125,6 +153,38 @@ HbmRead time_hbm_read(const void* data, std::size_t bytes, int warmup, int reps,
   };
   HbmRead r;
   r.bytes = double(bytes);
+  r.reps = reps;
+  r.median_ms = time_median_ms(run, warmup, reps, nullptr, [&] { gpu_spin(spin_cycles); });
+  r.tbps = r.bytes / (r.median_ms * 1e-3) / 1e12;
+  return r;
+}
+
+HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, KvLayout layout,
+                     int warmup, int reps, long long spin_cycles) {
+  if (batch < 1 || heads < 1 || heads > 65535 || batch > 65535 || n < kRowsPerIter ||
+      n % kRowsPerIter != 0 || reps < 1 || warmup < 0)
+    throw std::invalid_argument("kv_rows_read: batch (" + std::to_string(batch) + ") and heads (" +
+                                std::to_string(heads) + ") must be in [1, 65535], n (" +
+                                std::to_string(n) + ") a positive multiple of " +
+                                std::to_string(kRowsPerIter) + ", reps (" + std::to_string(reps) +
+                                ") at least 1, warmup (" + std::to_string(warmup) + ") at least 0");
+  if (reinterpret_cast<std::uintptr_t>(k) % 16 != 0 || reinterpret_cast<std::uintptr_t>(v) % 16)
+    throw std::invalid_argument("kv_rows_read: k and v must be 16-byte aligned");
+  static DeviceBuffer sink(sizeof(unsigned));
+  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+  auto run = [&] {
+    const auto* kk = static_cast<const uint4*>(k);
+    const auto* vv = static_cast<const uint4*>(v);
+    if (layout == KvLayout::kBhnd)
+      kv_rows_read_kernel<KvLayout::kBhnd>
+          <<<grid, kRowThreads>>>(kk, vv, heads, n, 0xFFFFFFFFu, sink.as<unsigned>());
+    else
+      kv_rows_read_kernel<KvLayout::kBnhd>
+          <<<grid, kRowThreads>>>(kk, vv, heads, n, 0xFFFFFFFFu, sink.as<unsigned>());
+    CUDA_CHECK_LAUNCH();
+  };
+  HbmRead r;
+  r.bytes = 2.0 * batch * heads * double(n) * kRowChunks * 16;
   r.reps = reps;
   r.median_ms = time_median_ms(run, warmup, reps, nullptr, [&] { gpu_spin(spin_cycles); });
   r.tbps = r.bytes / (r.median_ms * 1e-3) / 1e12;

@@ -44,6 +44,25 @@ HbmRead measure_hbm_read(std::size_t bytes, int warmup, int reps, long long spin
 HbmRead time_hbm_read(const void* data, std::size_t bytes, int warmup, int reps,
                       long long spin_cycles);
 
+/// \brief The two layouts of a K/V cache that kv_rows_read reads.
+enum class KvLayout {
+  kBhnd,  ///< [B, H_kv, N, d]: one head's rows follow each other (PyTorch's)
+  kBnhd,  ///< [B, N, H_kv, d]: one position's rows of every head side by side (the step's cache)
+};
+
+/// \brief Times reading K and V caches of `batch` · `heads` · `n` rows of 256 bytes each (d =
+/// 128 in 16 bits) in `layout`, one block of 128 threads per (head, sequence), 64 rows of K and
+/// 64 of V per tile, thread t reading 16-byte chunk t % 16 of rows t / 16 + 8i, as the decoding
+/// candidate's tile copies do (kTileBase), two tiles of loads in flight per thread and nothing
+/// computed: what the HBM gives a cache read in that order. Timed as time_hbm_read; the bytes
+/// are K's and V's, read once per run.
+/// \param k \param v the caches (filled, never zeros; 16-byte aligned), each batch · heads · n
+/// rows \param batch B \param heads H_kv \param n rows per sequence, a positive multiple of 128
+/// \param layout the order of the rows \param warmup untimed runs \param reps timed runs
+/// \param spin_cycles the spin before each \return the figure
+HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, KvLayout layout,
+                     int warmup, int reps, long long spin_cycles);
+
 /// \brief What wait_for_hbm_read saw.
 struct HbmWait {
   double ms = 0;          ///< milliseconds waited (0: at speed at the first probe)

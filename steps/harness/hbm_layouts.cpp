@@ -1,0 +1,170 @@
+// hbm_layouts.cpp — bin/hbm_layouts: how fast the HBM gives a K/V cache's rows to blocks that
+// each read one head of one sequence, as the decoding kernels' blocks do, when the cache is laid
+// out [B, H_kv, N, d] (one head's rows follow each other: PyTorch's layout) and when it is
+// [B, N, H_kv, d] (one position's rows of every head side by side: the decoding step's cache).
+// The same kernel reads both (fa::bench::kv_rows_read, steps/harness/hbm.h): nothing is
+// computed, and only the rows' addresses differ, so the ratio of the two is the layout's own
+// cost to the DRAM. Chapter 12 (The peers in the cache's layout) reads it beside the decoding
+// benchmark, whose peers it explains.
+//
+//   build/bin/hbm_layouts                                   # B = 8, 32; H_kv = 32, 8; 16k, 32k
+//   build/bin/hbm_layouts --batches 8 --caches 16384 --out-md /tmp/layouts.md
+//
+// Rows of 256 bytes (d = 128 in 16 bits), filled with N(0, 1) values on the device. Each layout
+// is timed twice, in the order bhnd, bnhd, bhnd, bnhd, each time the median of --reps runs after
+// --warmup, a GPU spin before each run; the table shows both runs. A streaming read of the K
+// cache alone (the decoding benchmark's HBM yardstick, a grid-stride loop) is timed at every
+// shape beside them. New inputs made after a freed shape's wait until a streaming read of a
+// kept 1 GiB buffer runs at 95% of the figure measured at the start (as bin/bench_decode does).
+// Without a usable CUDA device it says so and exits with status 77.
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/device_buffer.h"
+#include "common/launch.h"
+#include "steps/harness/cli.h"
+#include "steps/harness/hbm.h"
+
+namespace {
+
+struct Row {
+  int batch, heads, n;
+  double stream, bhnd[2], bnhd[2];
+};
+
+std::string fixed(double x, int decimals) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Time reading a K/V cache's rows, one block per head and sequence as the decoding "
+      "kernels read them, in the layouts [B, H_kv, N, d] and [B, N, H_kv, d] (d = 128, 16-bit "
+      "elements: rows of 256 bytes), beside a streaming read of the same bytes; TB/s of K and V "
+      "read"};
+  std::vector<int> batches{8, 32}, caches{16384, 32768}, heads{32, 8};
+  int reps = 20, warmup = 3, max_cache_gib = 40;
+  long long spin_cycles = 1000000;
+  std::string out_md, meta;
+  app.add_option("--batches", batches, "batch sizes B, comma-separated")
+      ->delimiter(',')
+      ->check(fa::cli::int_range(1, 65535))
+      ->capture_default_str();
+  app.add_option("--caches", caches, "rows per sequence N, comma-separated (multiples of 128)")
+      ->delimiter(',')
+      ->check(fa::cli::int_range(128))
+      ->capture_default_str();
+  app.add_option("--heads-kv", heads, "K/V heads H_kv, comma-separated")
+      ->delimiter(',')
+      ->check(fa::cli::int_range(1, 65535))
+      ->capture_default_str();
+  app.add_option("--reps", reps, "timed runs per figure (the median is reported)")
+      ->check(fa::cli::int_range(1, 10000))
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed runs before each figure")
+      ->check(fa::cli::int_range(0, 1000))
+      ->capture_default_str();
+  app.add_option("--queue-ahead-cycles", spin_cycles, "GPU spin before each timed run, cycles")
+      ->check(fa::cli::int_range(0, 1000000000))
+      ->capture_default_str();
+  app.add_option("--max-cache-gib", max_cache_gib, "refuse a shape whose K and V exceed this")
+      ->check(fa::cli::int_range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--out-md", out_md, "also write the table to this Markdown file");
+  app.add_option("--meta", meta, "a line written under the Markdown heading (GPU, commit, date)");
+  FA_CLI_PARSE(app, argc, argv);
+
+  // Every shape checked before any GPU is looked for.
+  for (int n : caches)
+    if (n % 128 != 0)
+      return fa::cli::refuse("--caches: " + std::to_string(n) +
+                             " must be a multiple of 128 (a block reads 128 rows at a time)");
+  for (int b : batches)
+    for (int h : heads)
+      for (int n : caches) {
+        const double gib = 2.0 * b * h * double(n) * 256 / (1 << 30);
+        if (gib > max_cache_gib)
+          return fa::cli::refuse("--batches " + std::to_string(b) + " --heads-kv " +
+                                 std::to_string(h) + " --caches " + std::to_string(n) +
+                                 ": K and V need " + fixed(gib, 1) +
+                                 " GiB, more than --max-cache-gib (" +
+                                 std::to_string(max_cache_gib) + ")");
+      }
+  if (const std::string why = fa::no_usable_device(); !why.empty()) {
+    std::printf("hbm_layouts: no usable CUDA device (%s); nothing measured\n", why.c_str());
+    return 77;
+  }
+
+  try {
+    const fa::bench::HbmRead yardstick =
+        fa::bench::measure_hbm_read(std::size_t{4} << 30, warmup, reps, spin_cycles);
+    std::printf("HBM read bandwidth: %.3f TB/s (4 GiB streaming read, median of %d)\n",
+                yardstick.tbps, reps);
+    fa::DeviceBuffer probe(std::size_t{1} << 30);
+    fa::bench::fill_normal(probe.get(), probe.bytes() / 2, fa::DType::BF16, 11);
+    std::vector<Row> rows;
+    for (int b : batches)
+      for (int h : heads)
+        for (int n : caches) {
+          const std::size_t bytes = std::size_t(b) * h * n * 256;
+          fa::DeviceBuffer k(bytes), v(bytes);
+          fa::bench::fill_normal(k.get(), bytes / 2, fa::DType::BF16, 1);
+          fa::bench::fill_normal(v.get(), bytes / 2, fa::DType::BF16, 2);
+          CUDA_CHECK(cudaDeviceSynchronize());
+          const fa::bench::HbmWait w = fa::bench::wait_for_hbm_read(
+              probe.get(), probe.bytes(), yardstick.tbps, 0.95, 2, 5000);
+          if (w.ms > 0)
+            std::fprintf(stderr, "B=%d H_kv=%d N=%d: %s %.0f ms for HBM reads at 95%%\n", b, h,
+                         n, w.at_speed ? "waited" : "gave up after", w.ms);
+          Row r{b, h, n, 0, {0, 0}, {0, 0}};
+          for (int round = 0; round < 2; ++round) {
+            using fa::bench::KvLayout;
+            r.bhnd[round] = fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBhnd,
+                                                    warmup, reps, spin_cycles)
+                                .tbps;
+            r.bnhd[round] = fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBnhd,
+                                                    warmup, reps, spin_cycles)
+                                .tbps;
+          }
+          r.stream = fa::bench::time_hbm_read(k.get(), bytes, warmup, reps, spin_cycles).tbps;
+          std::printf("B=%d H_kv=%d N=%d: streaming %.3f, [B,H,N,d] %.3f %.3f, [B,N,H,d] %.3f "
+                      "%.3f TB/s\n",
+                      b, h, n, r.stream, r.bhnd[0], r.bhnd[1], r.bnhd[0], r.bnhd[1]);
+          rows.push_back(r);
+        }
+    std::string md = "# Reading a K/V cache's rows in its two layouts (d = 128, 16-bit rows)\n\n";
+    if (!meta.empty()) md += meta + "\n\n";
+    md += "K+V bytes read per second (TB/s, 10^12 bytes/s), each the median of " +
+          std::to_string(reps) + " runs after " + std::to_string(warmup) +
+          " warm-ups, a GPU spin of " + std::to_string(spin_cycles) +
+          " cycles before each run (build/bin/hbm_layouts). One block of 128 threads per (head, "
+          "sequence) reads its head's rows of K and V, 128 of each at a time, 16 bytes per "
+          "load, thread t chunk t % 16 of rows t / 16 + 8i, nothing computed "
+          "(fa::bench::kv_rows_read); each layout timed twice, in the order [B, H_kv, N, d], "
+          "[B, N, H_kv, d], then again, both figures shown, the last column the ratio of their "
+          "means. *stream*: the K cache read by a grid-stride streaming "
+          "loop (the decoding benchmark's HBM yardstick). HBM read bandwidth measured at the "
+          "start: " +
+          fixed(yardstick.tbps, 2) + " TB/s (4 GiB).\n\n";
+    md += "| B | H_kv | N | stream | [B, H_kv, N, d] | [B, N, H_kv, d] | [B, N, H_kv, d] / [B, "
+          "H_kv, N, d] |\n|---|---|---|---:|---:|---:|---:|\n";
+    for (const Row& r : rows) {
+      const double a = (r.bhnd[0] + r.bhnd[1]) / 2, c = (r.bnhd[0] + r.bnhd[1]) / 2;
+      md += "| " + std::to_string(r.batch) + " | " + std::to_string(r.heads) + " | " +
+            std::to_string(r.n) + " | " + fixed(r.stream, 2) + " | " + fixed(r.bhnd[0], 2) +
+            ", " + fixed(r.bhnd[1], 2) + " | " + fixed(r.bnhd[0], 2) + ", " + fixed(r.bnhd[1], 2) +
+            " | " + fixed(c / a, 3) + " |\n";
+    }
+    return fa::cli::print_markdown(md, out_md);
+  } catch (const std::exception& e) {
+    return fa::cli::fail(e);
+  }
+}
