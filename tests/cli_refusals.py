@@ -227,8 +227,8 @@ CEILINGS = [
 ]
 
 HBM_LAYOUTS = [
-    ("--caches 100", r"--caches: Value 100 not in range 128 to"),
-    ("--caches 200", r"--caches: 200 must be a multiple of 128"),
+    ("--caches 32", r"--caches: Value 32 not in range 64 to"),
+    ("--caches 200", r"--caches: 200 must be a multiple of 64"),
     ("--batches 0", r"--batches: Value 0 not in range 1 to 65535"),
     ("--heads-kv 70000", r"--heads-kv: Value 70000 not in range 1 to 65535"),
     ("--reps 0", r"--reps: Value 0 not in range 1 to 10000"),

@@ -68,31 +68,63 @@ __global__ void __launch_bounds__(kThreads)
   if (acc == sentinel) sink[0] = acc;
 }
 
-// kv_rows_read: one block per (head, sequence) reads its head's rows of K and V, 128 rows of
-// each per iteration (16 + 16 loads of 16 bytes in flight per thread), thread t chunk t % 16 of
-// rows t / 16 + 8i. Only the row's address depends on the layout.
-constexpr int kRowThreads = 128, kRowChunks = 16, kRowsPerIter = 128;
+// kv_rows_read: one block per (head, sequence) copies its head's rows of K and V into shared
+// memory as the decoding candidate does (decode_kernel_mma.cuh, m3w4spa): tiles of 64 rows of
+// each, three stages, the next tile but one asked for while this one is "used", thread t
+// copying chunk t % 16 of rows t / 16 + 8i with 16-byte cp.async, then one 16-byte read of the
+// tile per thread in place of the attention's arithmetic. Only the rows' addresses depend on
+// the layout. 96 KiB of shared memory: two blocks per SM, as the candidate's 100 KiB.
+constexpr int kRowThreads = 128, kRowChunks = 16, kTileRows = 64, kRowStages = 3;
+constexpr int kRowTileBytes = kTileRows * kRowChunks * 16;  // one of K or V
+constexpr int kRowSmemBytes = kRowStages * 2 * kRowTileBytes;
+
+__device__ __forceinline__ void copy_16(uint32_t smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void copy_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
 template <KvLayout kLayout>
 __global__ void __launch_bounds__(kRowThreads)
     kv_rows_read_kernel(const uint4* __restrict__ k, const uint4* __restrict__ v, int heads, int n,
                         unsigned sentinel, unsigned* __restrict__ sink) {
-  constexpr int kRowsPerPass = kRowThreads / kRowChunks, kLoads = kRowsPerIter / kRowsPerPass;
-  const int h = blockIdx.x, b = blockIdx.y;
+  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int kRowsPerPass = kRowThreads / kRowChunks;
+  const int h = blockIdx.x, b = blockIdx.y, tiles = n / kTileRows;
   const int chunk = threadIdx.x % kRowChunks, row0 = threadIdx.x / kRowChunks;
-  unsigned acc = 0;
-  for (int n0 = 0; n0 < n; n0 += kRowsPerIter) {
-    uint4 x[2 * kLoads];
+  const uint32_t s0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  auto load = [&](int tile, int stage) {
+    const uint32_t dst = s0 + stage * 2 * kRowTileBytes + (row0 * kRowChunks + chunk) * 16;
 #pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const std::size_t pos = std::size_t(n0) + row0 + kRowsPerPass * i;
+    for (int i = 0; i < kTileRows / kRowsPerPass; ++i) {
+      const std::size_t pos = std::size_t(tile) * kTileRows + row0 + kRowsPerPass * i;
       const std::size_t row = kLayout == KvLayout::kBhnd ? (std::size_t(b) * heads + h) * n + pos
                                                          : (std::size_t(b) * n + pos) * heads + h;
-      x[i] = __ldcs(k + row * kRowChunks + chunk);
-      x[kLoads + i] = __ldcs(v + row * kRowChunks + chunk);
+      const uint32_t at = dst + i * kRowsPerPass * kRowChunks * 16;
+      copy_16(at, k + row * kRowChunks + chunk);
+      copy_16(at + kRowTileBytes, v + row * kRowChunks + chunk);
     }
+  };
 #pragma unroll
-    for (int i = 0; i < 2 * kLoads; ++i) acc ^= x[i].x ^ x[i].y ^ x[i].z ^ x[i].w;
+  for (int s = 0; s < kRowStages - 1; ++s) {
+    if (s < tiles) load(s, s);
+    copy_commit();
   }
+  unsigned acc = 0;
+  for (int t = 0; t < tiles; ++t) {
+    copy_wait<kRowStages - 2>();
+    __syncthreads();  // tile t landed for every thread; every thread is done with tile t - 1
+    if (t + kRowStages - 1 < tiles) load(t + kRowStages - 1, (t + kRowStages - 1) % kRowStages);
+    copy_commit();
+    const uint4 x = reinterpret_cast<const uint4*>(
+        smem +
+        (t % kRowStages) * 2 * kRowTileBytes)[(threadIdx.x * 7 + t) % (2 * kRowTileBytes / 16)];
+    acc ^= x.x ^ x.y ^ x.z ^ x.w;
+  }
+  copy_wait<0>();
   if (acc == sentinel) sink[0] = acc;
 }
 
@@ -161,26 +193,34 @@ HbmRead time_hbm_read(const void* data, std::size_t bytes, int warmup, int reps,
 
 HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, KvLayout layout,
                      int warmup, int reps, long long spin_cycles) {
-  if (batch < 1 || heads < 1 || heads > 65535 || batch > 65535 || n < kRowsPerIter ||
-      n % kRowsPerIter != 0 || reps < 1 || warmup < 0)
+  if (batch < 1 || heads < 1 || heads > 65535 || batch > 65535 || n < kTileRows ||
+      n % kTileRows != 0 || reps < 1 || warmup < 0)
     throw std::invalid_argument("kv_rows_read: batch (" + std::to_string(batch) + ") and heads (" +
                                 std::to_string(heads) + ") must be in [1, 65535], n (" +
                                 std::to_string(n) + ") a positive multiple of " +
-                                std::to_string(kRowsPerIter) + ", reps (" + std::to_string(reps) +
+                                std::to_string(kTileRows) + ", reps (" + std::to_string(reps) +
                                 ") at least 1, warmup (" + std::to_string(warmup) + ") at least 0");
   if (reinterpret_cast<std::uintptr_t>(k) % 16 != 0 || reinterpret_cast<std::uintptr_t>(v) % 16)
     throw std::invalid_argument("kv_rows_read: k and v must be 16-byte aligned");
   static DeviceBuffer sink(sizeof(unsigned));
+  static const bool smem_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(kv_rows_read_kernel<KvLayout::kBhnd>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kRowSmemBytes));
+    CUDA_CHECK(cudaFuncSetAttribute(kv_rows_read_kernel<KvLayout::kBnhd>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kRowSmemBytes));
+    return true;
+  }();
+  (void)smem_set;
   const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(batch));
   auto run = [&] {
     const auto* kk = static_cast<const uint4*>(k);
     const auto* vv = static_cast<const uint4*>(v);
     if (layout == KvLayout::kBhnd)
-      kv_rows_read_kernel<KvLayout::kBhnd>
-          <<<grid, kRowThreads>>>(kk, vv, heads, n, 0xFFFFFFFFu, sink.as<unsigned>());
+      kv_rows_read_kernel<KvLayout::kBhnd><<<grid, kRowThreads, kRowSmemBytes>>>(
+          kk, vv, heads, n, 0xFFFFFFFFu, sink.as<unsigned>());
     else
-      kv_rows_read_kernel<KvLayout::kBnhd>
-          <<<grid, kRowThreads>>>(kk, vv, heads, n, 0xFFFFFFFFu, sink.as<unsigned>());
+      kv_rows_read_kernel<KvLayout::kBnhd><<<grid, kRowThreads, kRowSmemBytes>>>(
+          kk, vv, heads, n, 0xFFFFFFFFu, sink.as<unsigned>());
     CUDA_CHECK_LAUNCH();
   };
   HbmRead r;

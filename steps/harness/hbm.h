@@ -51,13 +51,13 @@ enum class KvLayout {
 };
 
 /// \brief Times reading K and V caches of `batch` · `heads` · `n` rows of 256 bytes each (d =
-/// 128 in 16 bits) in `layout`, one block of 128 threads per (head, sequence), 64 rows of K and
-/// 64 of V per tile, thread t reading 16-byte chunk t % 16 of rows t / 16 + 8i, as the decoding
-/// candidate's tile copies do (kTileBase), two tiles of loads in flight per thread and nothing
-/// computed: what the HBM gives a cache read in that order. Timed as time_hbm_read; the bytes
-/// are K's and V's, read once per run.
+/// 128 in 16 bits) in `layout`, one block of 128 threads per (head, sequence) copying its head's
+/// rows into shared memory as the decoding candidate does (m3w4spa: tiles of 64 rows of K and of
+/// V, three stages, 16-byte cp.async, thread t chunk t % 16 of rows t / 16 + 8i, two blocks per
+/// SM), with no arithmetic but one 16-byte read per thread and tile: what the HBM gives that
+/// kernel's copies in that layout. Timed as time_hbm_read; the bytes are K's and V's, once.
 /// \param k \param v the caches (filled, never zeros; 16-byte aligned), each batch · heads · n
-/// rows \param batch B \param heads H_kv \param n rows per sequence, a positive multiple of 128
+/// rows \param batch B \param heads H_kv \param n rows per sequence, a positive multiple of 64
 /// \param layout the order of the rows \param warmup untimed runs \param reps timed runs
 /// \param spin_cycles the spin before each \return the figure
 HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, KvLayout layout,

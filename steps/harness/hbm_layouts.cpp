@@ -58,9 +58,9 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(fa::cli::int_range(1, 65535))
       ->capture_default_str();
-  app.add_option("--caches", caches, "rows per sequence N, comma-separated (multiples of 128)")
+  app.add_option("--caches", caches, "rows per sequence N, comma-separated (multiples of 64)")
       ->delimiter(',')
-      ->check(fa::cli::int_range(128))
+      ->check(fa::cli::int_range(64))
       ->capture_default_str();
   app.add_option("--heads-kv", heads, "K/V heads H_kv, comma-separated")
       ->delimiter(',')
@@ -84,19 +84,18 @@ int main(int argc, char** argv) {
 
   // Every shape checked before any GPU is looked for.
   for (int n : caches)
-    if (n % 128 != 0)
+    if (n % 64 != 0)
       return fa::cli::refuse("--caches: " + std::to_string(n) +
-                             " must be a multiple of 128 (a block reads 128 rows at a time)");
+                             " must be a multiple of 64 (a block copies 64 rows at a time)");
   for (int b : batches)
     for (int h : heads)
       for (int n : caches) {
         const double gib = 2.0 * b * h * double(n) * 256 / (1 << 30);
         if (gib > max_cache_gib)
-          return fa::cli::refuse("--batches " + std::to_string(b) + " --heads-kv " +
-                                 std::to_string(h) + " --caches " + std::to_string(n) +
-                                 ": K and V need " + fixed(gib, 1) +
-                                 " GiB, more than --max-cache-gib (" +
-                                 std::to_string(max_cache_gib) + ")");
+          return fa::cli::refuse(
+              "--batches " + std::to_string(b) + " --heads-kv " + std::to_string(h) + " --caches " +
+              std::to_string(n) + ": K and V need " + fixed(gib, 1) +
+              " GiB, more than --max-cache-gib (" + std::to_string(max_cache_gib) + ")");
       }
   if (const std::string why = fa::no_usable_device(); !why.empty()) {
     std::printf("hbm_layouts: no usable CUDA device (%s); nothing measured\n", why.c_str());
@@ -119,11 +118,11 @@ int main(int argc, char** argv) {
           fa::bench::fill_normal(k.get(), bytes / 2, fa::DType::BF16, 1);
           fa::bench::fill_normal(v.get(), bytes / 2, fa::DType::BF16, 2);
           CUDA_CHECK(cudaDeviceSynchronize());
-          const fa::bench::HbmWait w = fa::bench::wait_for_hbm_read(
-              probe.get(), probe.bytes(), yardstick.tbps, 0.95, 2, 5000);
+          const fa::bench::HbmWait w = fa::bench::wait_for_hbm_read(probe.get(), probe.bytes(),
+                                                                    yardstick.tbps, 0.95, 2, 5000);
           if (w.ms > 0)
-            std::fprintf(stderr, "B=%d H_kv=%d N=%d: %s %.0f ms for HBM reads at 95%%\n", b, h,
-                         n, w.at_speed ? "waited" : "gave up after", w.ms);
+            std::fprintf(stderr, "B=%d H_kv=%d N=%d: %s %.0f ms for HBM reads at 95%%\n", b, h, n,
+                         w.at_speed ? "waited" : "gave up after", w.ms);
           Row r{b, h, n, 0, {0, 0}, {0, 0}};
           for (int round = 0; round < 2; ++round) {
             using fa::bench::KvLayout;
@@ -135,9 +134,10 @@ int main(int argc, char** argv) {
                                 .tbps;
           }
           r.stream = fa::bench::time_hbm_read(k.get(), bytes, warmup, reps, spin_cycles).tbps;
-          std::printf("B=%d H_kv=%d N=%d: streaming %.3f, [B,H,N,d] %.3f %.3f, [B,N,H,d] %.3f "
-                      "%.3f TB/s\n",
-                      b, h, n, r.stream, r.bhnd[0], r.bhnd[1], r.bnhd[0], r.bnhd[1]);
+          std::printf(
+              "B=%d H_kv=%d N=%d: streaming %.3f, [B,H,N,d] %.3f %.3f, [B,N,H,d] %.3f "
+              "%.3f TB/s\n",
+              b, h, n, r.stream, r.bhnd[0], r.bhnd[1], r.bnhd[0], r.bnhd[1]);
           rows.push_back(r);
         }
     std::string md = "# Reading a K/V cache's rows in its two layouts (d = 128, 16-bit rows)\n\n";
@@ -146,22 +146,24 @@ int main(int argc, char** argv) {
           std::to_string(reps) + " runs after " + std::to_string(warmup) +
           " warm-ups, a GPU spin of " + std::to_string(spin_cycles) +
           " cycles before each run (build/bin/hbm_layouts). One block of 128 threads per (head, "
-          "sequence) reads its head's rows of K and V, 128 of each at a time, 16 bytes per "
-          "load, thread t chunk t % 16 of rows t / 16 + 8i, nothing computed "
+          "sequence) copies its head's rows of K and V into shared memory as the decoding "
+          "candidate does (tiles of 64 rows of each, three stages, 16-byte cp.async, thread t "
+          "chunk t % 16 of rows t / 16 + 8i, two blocks per SM), nothing computed "
           "(fa::bench::kv_rows_read); each layout timed twice, in the order [B, H_kv, N, d], "
           "[B, N, H_kv, d], then again, both figures shown, the last column the ratio of their "
           "means. *stream*: the K cache read by a grid-stride streaming "
           "loop (the decoding benchmark's HBM yardstick). HBM read bandwidth measured at the "
           "start: " +
           fixed(yardstick.tbps, 2) + " TB/s (4 GiB).\n\n";
-    md += "| B | H_kv | N | stream | [B, H_kv, N, d] | [B, N, H_kv, d] | [B, N, H_kv, d] / [B, "
-          "H_kv, N, d] |\n|---|---|---|---:|---:|---:|---:|\n";
+    md +=
+        "| B | H_kv | N | stream | [B, H_kv, N, d] | [B, N, H_kv, d] | [B, N, H_kv, d] / [B, "
+        "H_kv, N, d] |\n|---|---|---|---:|---:|---:|---:|\n";
     for (const Row& r : rows) {
       const double a = (r.bhnd[0] + r.bhnd[1]) / 2, c = (r.bnhd[0] + r.bnhd[1]) / 2;
       md += "| " + std::to_string(r.batch) + " | " + std::to_string(r.heads) + " | " +
-            std::to_string(r.n) + " | " + fixed(r.stream, 2) + " | " + fixed(r.bhnd[0], 2) +
-            ", " + fixed(r.bhnd[1], 2) + " | " + fixed(r.bnhd[0], 2) + ", " + fixed(r.bnhd[1], 2) +
-            " | " + fixed(c / a, 3) + " |\n";
+            std::to_string(r.n) + " | " + fixed(r.stream, 2) + " | " + fixed(r.bhnd[0], 2) + ", " +
+            fixed(r.bhnd[1], 2) + " | " + fixed(r.bnhd[0], 2) + ", " + fixed(r.bnhd[1], 2) + " | " +
+            fixed(c / a, 3) + " |\n";
     }
     return fa::cli::print_markdown(md, out_md);
   } catch (const std::exception& e) {
