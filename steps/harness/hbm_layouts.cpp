@@ -12,14 +12,16 @@
 //
 // Rows of 256 bytes (d = 128 in 16 bits), filled with N(0, 1) values on the device. Each layout
 // is timed twice, in the order bhnd, bnhd, bhnd, bnhd, each time the median of --reps runs after
-// --warmup, a GPU spin before each run; the table shows both runs. A streaming read of the K
-// cache alone (the decoding benchmark's HBM yardstick, a grid-stride loop) is timed at every
-// shape beside them. New inputs made after a freed shape's wait until a streaming read of a
-// kept 1 GiB buffer runs at 95% of the figure measured at the start (as bin/bench_decode does).
-// Without a usable CUDA device it says so and exits with status 77.
+// --warmup, a GPU spin before each run; the table shows their mean and how far apart they were. A
+// streaming read of the K cache alone (the decoding benchmark's HBM yardstick, a grid-stride loop)
+// is timed at every shape beside them. New inputs made after a freed shape's wait until a streaming
+// read of a kept 1 GiB buffer runs at 95% of the figure measured at the start (as bin/bench_decode
+// does). Without a usable CUDA device it says so and exits with status 77.
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -142,28 +144,31 @@ int main(int argc, char** argv) {
         }
     std::string md = "# Reading a K/V cache's rows in its two layouts (d = 128, 16-bit rows)\n\n";
     if (!meta.empty()) md += meta + "\n\n";
-    md += "K+V bytes read per second (TB/s, 10^12 bytes/s), each the median of " +
-          std::to_string(reps) + " runs after " + std::to_string(warmup) +
-          " warm-ups, a GPU spin of " + std::to_string(spin_cycles) +
-          " cycles before each run (build/bin/hbm_layouts). One block of 128 threads per (head, "
-          "sequence) copies its head's rows of K and V into shared memory as the decoding "
-          "candidate does (tiles of 64 rows of each, three stages, 16-byte cp.async, thread t "
-          "chunk t % 16 of rows t / 16 + 8i, two blocks per SM), nothing computed "
-          "(fa::bench::kv_rows_read); each layout timed twice, in the order [B, H_kv, N, d], "
-          "[B, N, H_kv, d], then again, both figures shown, the last column the ratio of their "
-          "means. *stream*: the K cache read by a grid-stride streaming "
-          "loop (the decoding benchmark's HBM yardstick). HBM read bandwidth measured at the "
-          "start: " +
-          fixed(yardstick.tbps, 2) + " TB/s (4 GiB).\n\n";
+    md +=
+        "K+V bytes read per second (TB/s, 10^12 bytes/s), each the median of " +
+        std::to_string(reps) + " runs after " + std::to_string(warmup) +
+        " warm-ups, a GPU spin of " + std::to_string(spin_cycles) +
+        " cycles before each run (build/bin/hbm_layouts). One block of 128 threads per (head, "
+        "sequence) copies its head's rows of K and V into shared memory as the decoding "
+        "candidate does (tiles of 64 rows of each, three stages, 16-byte cp.async, thread t "
+        "chunk t % 16 of rows t / 16 + 8i, two blocks per SM), nothing computed "
+        "(fa::bench::kv_rows_read); each layout timed twice, in the order [B, H_kv, N, d], "
+        "[B, N, H_kv, d], then again, each layout's column the mean of its two runs, *runs apart* "
+        "the larger difference between a layout's two runs. *stream*: the K cache read by a "
+        "grid-stride streaming "
+        "loop (the decoding benchmark's HBM yardstick). HBM read bandwidth measured at the "
+        "start: " +
+        fixed(yardstick.tbps, 2) + " TB/s (4 GiB).\n\n";
     md +=
         "| B | H_kv | N | stream | [B, H_kv, N, d] | [B, N, H_kv, d] | [B, N, H_kv, d] / [B, "
-        "H_kv, N, d] |\n|---|---|---|---:|---:|---:|---:|\n";
+        "H_kv, N, d] | runs apart |\n|---|---|---|---:|---:|---:|---:|---:|\n";
     for (const Row& r : rows) {
       const double a = (r.bhnd[0] + r.bhnd[1]) / 2, c = (r.bnhd[0] + r.bnhd[1]) / 2;
+      const double apart =
+          std::max(std::abs(r.bhnd[0] - r.bhnd[1]) / a, std::abs(r.bnhd[0] - r.bnhd[1]) / c);
       md += "| " + std::to_string(r.batch) + " | " + std::to_string(r.heads) + " | " +
-            std::to_string(r.n) + " | " + fixed(r.stream, 2) + " | " + fixed(r.bhnd[0], 2) + ", " +
-            fixed(r.bhnd[1], 2) + " | " + fixed(r.bnhd[0], 2) + ", " + fixed(r.bnhd[1], 2) + " | " +
-            fixed(c / a, 3) + " |\n";
+            std::to_string(r.n) + " | " + fixed(r.stream, 2) + " | " + fixed(a, 2) + " | " +
+            fixed(c, 2) + " | " + fixed(c / a, 3) + " | " + fixed(100 * apart, 1) + "% |\n";
     }
     return fa::cli::print_markdown(md, out_md);
   } catch (const std::exception& e) {
