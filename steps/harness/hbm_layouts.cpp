@@ -152,16 +152,18 @@ int main(int argc, char** argv) {
         "sequence) copies its head's rows of K and V into shared memory as the decoding "
         "candidate does (tiles of 64 rows of each, three stages, 16-byte cp.async, thread t "
         "chunk t % 16 of rows t / 16 + 8i, two blocks per SM), nothing computed "
-        "(fa::bench::kv_rows_read); each layout timed twice, in the order [B, H_kv, N, d], "
-        "[B, N, H_kv, d], then again, each layout's column the mean of its two runs, *runs apart* "
+        "(fa::bench::kv_rows_read), the cache laid out bhnd ([B, H_kv, N, d], one head's rows "
+        "one after the other: PyTorch's layout) or bnhd ([B, N, H_kv, d], a position's rows of "
+        "every head side by side: the decoding step's cache); each layout timed twice, in the "
+        "order bhnd, bnhd, bhnd, bnhd, each layout's column the mean of its two runs, *runs apart* "
         "the larger difference between a layout's two runs. *stream*: the K cache read by a "
         "grid-stride streaming "
         "loop (the decoding benchmark's HBM yardstick). HBM read bandwidth measured at the "
         "start: " +
         fixed(yardstick.tbps, 2) + " TB/s (4 GiB).\n\n";
     md +=
-        "| B | H_kv | N | stream | [B, H_kv, N, d] | [B, N, H_kv, d] | [B, N, H_kv, d] / [B, "
-        "H_kv, N, d] | runs apart |\n|---|---|---|---:|---:|---:|---:|---:|\n";
+        "| B | H_kv | N | stream | bhnd | bnhd | bnhd / bhnd | runs apart |\n"
+        "|---|---|---|---:|---:|---:|---:|---:|\n";
     for (const Row& r : rows) {
       const double a = (r.bhnd[0] + r.bhnd[1]) / 2, c = (r.bnhd[0] + r.bnhd[1]) / 2;
       const double apart =
