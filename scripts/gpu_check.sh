@@ -231,7 +231,7 @@ fi
 if [ "$decode" = 1 ] && [ "$peers" = 1 ]; then
   step "peers: PyTorch's SDPA backends on the same decoding steps"
   # shellcheck disable=SC2086
-  PYTHONUNBUFFERED=1 $py scripts/peers.py --pass decode $decode_args --out "$logs/decode-peers.json" 2>&1 | tee "$logs/decode-peers.log"
+  PYTHONUNBUFFERED=1 $py scripts/peers.py --pass decode --kv-layouts bhnd,bnhd $decode_args --out "$logs/decode-peers.json" 2>&1 | tee "$logs/decode-peers.log"
 fi
 
 step "results"

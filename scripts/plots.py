@@ -26,6 +26,13 @@ and, for a decoding results file (make_results.py --decode, "kind": "decode"), i
                                                     (the rule's split count) and each peer,
                                                     the HBM read bandwidth measured in the
                                                     same run as a dotted line
+  <prefix>decode_layouts.png                        when the peers were also timed in the
+                                                    step's cache layout (peers.py --kv-layouts:
+                                                    records named impl_bnhd): at B >= 8 and
+                                                    N >= 16k (bf16, d = 128, q_len = 1), our
+                                                    fastest step over torch_cudnn in each
+                                                    layout, and torch_cudnn in the cache's
+                                                    layout over its own
 
 Our steps are drawn solid with circles, cublas_baseline dash-dotted, the torch peers dashed.
 Needs matplotlib; without it the script says so and exits 0.
@@ -233,6 +240,20 @@ def plot_decode(plt, doc, path, dpi):
     lines = sorted({(r["impl"], r["layout"]) for r in recs},
                    key=lambda x: (not is_ours(x[0]), x[0], x[1] != "contiguous",
                                   int(x[1][4:]) if x[1] != "contiguous" else 0))
+    # A peer timed in the step's cache layout (name_bnhd, peers.py --kv-layouts) takes its
+    # backend's colour, dotted, with hollow markers.
+    colours, n_colours = {}, 0
+    for impl, layout in lines:
+        if not impl.endswith("_bnhd"):
+            colours[(impl, layout)] = f"C{n_colours % 10}"
+            n_colours += 1
+    for impl, layout in lines:
+        if impl.endswith("_bnhd"):
+            base = (impl[:-len("_bnhd")], layout)
+            if base not in colours:
+                colours[base] = f"C{n_colours % 10}"
+                n_colours += 1
+            colours[(impl, layout)] = colours[base]
     hbm = doc["hbm"]["tbps"]
     fig, axes = plt.subplots(len(heads), len(batches), squeeze=False, sharey=True,
                              figsize=(4 * len(batches) + 3, 3.2 * len(heads)))
@@ -245,9 +266,11 @@ def plot_decode(plt, doc, path, dpi):
                              and r["heads_kv"] == hkv and r["heads_q"] == hq)
                 if not pts:
                     continue
-                st = style(impl, k)
+                st = dict(style(impl, k), color=colours[(impl, layout)])
                 if is_ours(impl) and layout != "contiguous":
                     st = dict(st, linestyle=":", marker="s")
+                if impl.endswith("_bnhd"):
+                    st = dict(st, linestyle=":", markerfacecolor="none")
                 label = f"{impl} {layout}" if is_ours(impl) else impl
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **st)
             ax.axhline(hbm, color="grey", linestyle="--", linewidth=1,
@@ -267,6 +290,50 @@ def plot_decode(plt, doc, path, dpi):
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return g
+
+
+def plot_decode_layouts(plt, doc, path, dpi, peer="torch_cudnn"):
+    """Ratios at B >= 8, N >= 16k (bf16, d = 128, q_len = 1, contiguous, the rule's split
+    count): our fastest step over `peer` in PyTorch's layout and in the cache's (peer_bnhd),
+    and peer_bnhd over peer. Returns the shapes drawn (none: nothing written)."""
+    recs = [r for r in doc["results"] if r.get("rule") is not False
+            and (r["dtype"], r["d"], r["q_len"], r["layout"]) == ("bf16", 128, 1, "contiguous")
+            and r["batch"] >= 8 and r["cache"] >= 16384]
+    at = {(r["impl"], r["batch"], r["heads_q"], r["heads_kv"], r["cache"]): r["median_ms"]
+          for r in recs}
+    shapes = sorted({k[1:] for k in at}, key=lambda s: (s[0], -s[2], s[3]))
+    shapes = [s for s in shapes if (peer,) + s in at and (peer + "_bnhd",) + s in at]
+    ours = sorted({r["impl"] for r in recs if is_ours(r["impl"])})
+    ours = [o for o in ours if all((o,) + s in at for s in shapes)]
+    if not shapes or not ours:
+        return []
+    best = min(ours, key=lambda o: sum(at[(o,) + s] for s in shapes))
+    series = [(f"{best} / {peer}", [at[(peer,) + s] / at[(best,) + s] for s in shapes], "C0"),
+              (f"{best} / {peer}_bnhd (the same layout)",
+               [at[(peer + "_bnhd",) + s] / at[(best,) + s] for s in shapes], "C1"),
+              (f"{peer}_bnhd / {peer} (the cache's layout over its own)",
+               [at[(peer,) + s] / at[(peer + "_bnhd",) + s] for s in shapes], "C7")]
+    fig, ax = plt.subplots(figsize=(10, 4))
+    width = 0.8 / len(series)
+    for i, (label, values, colour) in enumerate(series):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(shapes))]
+        ax.bar(xs, [v - 1 for v in values], width, bottom=1.0, label=label, color=colour)
+    ax.axhline(1.0, color="black", linewidth=1)
+    lo = min(min(v) for _, v, _ in series)
+    hi = max(max(v) for _, v, _ in series)
+    ax.set_ylim(min(0.97, lo - 0.005), max(1.03, hi + 0.02))
+    ax.set_xticks(range(len(shapes)))
+    ax.set_xticklabels([f"B={b}\n{hq}/{hkv}\n{n_label(n)}" for b, hq, hkv, n in shapes],
+                       fontsize=8)
+    ax.set_ylabel("ratio of K+V TB/s (above 1: faster)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", ncol=1, framealpha=0.9)
+    ax.set_title(f"{doc.get('gpu', '?')}: one decoding step, bf16, d = 128, q_len = 1; "
+                 f"{peer} given K and V as [B, H_kv, N, d] and as [B, N, H_kv, d]", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return shapes
 
 
 def human(v):
@@ -297,6 +364,10 @@ def main(argv=None):
         path = os.path.join(args.outdir, f"{args.prefix}decode.png")
         g = plot_decode(plt, doc, path, args.dpi)
         log(f"wrote {path} ({g[0]} d={g[1]} q_len={g[2]})")
+        path = os.path.join(args.outdir, f"{args.prefix}decode_layouts.png")
+        shapes = plot_decode_layouts(plt, doc, path, args.dpi)
+        if shapes:
+            log(f"wrote {path} ({len(shapes)} shapes)")
         return 0
     records = []
     for x in doc.get("results", []):
