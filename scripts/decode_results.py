@@ -34,10 +34,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fa_perf  # noqa: E402
 
-# A peer timed on K and V in the step's cache layout (peers.py --kv-layouts bnhd) is named
-# the backend + _bnhd and shown after the backend.
-PEER_ORDER = ["torch_cudnn", "torch_cudnn_bnhd", "torch_flash", "torch_flash_bnhd",
-              "torch_efficient", "torch_efficient_bnhd", "torch_math", "torch_math_bnhd"]
+PEER_ORDER = ["torch_cudnn", "torch_flash", "torch_efficient", "torch_math"]
+# A peer timed on K and V in the step's cache layout (peers.py --kv-layouts bnhd) is named the
+# backend + BNHD and shown right after the backend.
+BNHD = "_bnhd"
 SHAPE = ("dtype", "d", "batch", "heads_q", "heads_kv", "q_len", "cache")
 NAME_RE = re.compile(r"^(?P<impl>[^/]+)/(?P<dtype>fp16|bf16|fp32)/d(?P<d>\d+)/B(?P<batch>\d+)/"
                      r"Hq(?P<heads_q>\d+)/Hkv(?P<heads_kv>\d+)/q(?P<q_len>\d+)/N(?P<cache>\d+)/"
@@ -207,7 +207,9 @@ def layout_rank(layout):
 def impl_rank(impl):
     if is_ours(impl):
         return (0, impl)
-    return (1, PEER_ORDER.index(impl) if impl in PEER_ORDER else len(PEER_ORDER), impl)
+    base = impl[:-len(BNHD)] if impl.endswith(BNHD) else impl
+    return (1, PEER_ORDER.index(base) if base in PEER_ORDER else len(PEER_ORDER), base,
+            impl != base)
 
 
 def sort_key(r):
@@ -260,10 +262,12 @@ def make_markdown(doc, image=None):
             "timed: "
             f"{doc.get('timed') or 'the attention'}; the peers are PyTorch's "
             "`scaled_dot_product_attention` with one backend forced, q [B, H_q, q_len, d] "
-            "against K and V [B, H_kv, N, d] with `enable_gqa=True` where H_q ≠ H_kv "
-            "(a peer named `…_bnhd`: K and V made as [B, N, H_kv, d], the step's cache layout, "
-            "and passed as their [B, H_kv, N, d] views; the others: K and V made as [B, H_kv, "
-            "N, d], the layout PyTorch's kernels expect), measured in the same run "
+            "against K and V [B, H_kv, N, d] with `enable_gqa=True` where H_q ≠ H_kv"
+            + (" (a peer named `…_bnhd`: K and V made as [B, N, H_kv, d], the step's cache "
+               "layout, and passed as their [B, H_kv, N, d] views; the others: K and V made as "
+               "[B, H_kv, N, d], the layout PyTorch's kernels expect)"
+               if any(r["impl"].endswith(BNHD) for r in doc["results"]) else "")
+            + ", measured in the same run "
             "with the same GPU spin before each call. TB/s is the K and V bytes the step must "
             "read, B·N·H_kv·d·2·element size, over the median time (10¹² bytes/s); the "
             "percentage is that over the HBM read bandwidth above. Ours is shown with the "

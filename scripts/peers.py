@@ -33,8 +33,12 @@ q_len, d] against K and V [B, H_kv, N, d], enable_gqa=True, the query heads of a
 a key/value head as in our step; with q_len > 1 a bottom-right causal mask among the new tokens
 (an explicit boolean attn_mask, which some backends refuse: recorded as skipped). A backend
 that refuses enable_gqa with H_q != H_kv is measured again on K and V expanded to H_q heads
-beforehand (repeat_interleave, untimed), as a user of it would have to; that record carries
-"gqa": "expanded" and the refusal in "note", and its kv_bytes stay the cache's. Shapes:
+beforehand (repeat_interleave, untimed, in the layout measured), as a user of it would have
+to; that record carries "gqa": "expanded" and the refusal in "note", and its kv_bytes stay the
+cache's. K and V are made as [B, H_kv, N, d] (bhnd, PyTorch's layout); --kv-layouts bhnd,bnhd
+also times every backend on K and V made as [B, N, H_kv, d] (bnhd, the step's cache layout) and
+passed as their [B, H_kv, N, d] views (.transpose(1, 2)): those records carry "kv_layout":
+"bnhd" and are named the backend + _bnhd (torch_cudnn_bnhd). Shapes:
 --batches, --caches (N), --heads-q, --heads-kv, --q-len, --dims (default 128), --dtypes
 (default bf16); backends: torch_cudnn, torch_flash, torch_efficient by default (torch_math on
 request; torch_naive has no decode pass). Records carry "pass": "decode", the shape fields of
@@ -171,6 +175,9 @@ def parse_args(argv=None):
     if decode:
         check_decode_args(p, args)
         return args
+    if args.kv_layouts != ["bhnd"]:
+        p.error(f"--kv-layouts {','.join(args.kv_layouts)}: only with --pass decode (the other "
+                "passes time both layouts of the benchmark's own)")
     if args.quick:
         args.ns = list(QUICK_NS)
     if args.reps < 1:
@@ -207,6 +214,9 @@ def check_decode_args(p, args):
         p.error("--reps must be at least 1")
     if args.warmup < 0:
         p.error("--warmup must be at least 0")
+    if not args.kv_layouts or len(set(args.kv_layouts)) != len(args.kv_layouts):
+        p.error(f"--kv-layouts: {','.join(args.kv_layouts)!r} must name bhnd, bnhd or both, "
+                "each once")
     if "torch_naive" in args.impls:
         p.error("--impls: torch_naive has no decode pass; choose from "
                 + ", ".join(n for n, b in IMPLS if b))
@@ -302,6 +312,7 @@ def main(argv=None):
     if args.pass_ == "decode":
         log(f"peers: decode pass, dtypes {args.dtypes}, d {args.dims}, B {args.batches}, "
             f"H_q {args.heads_q}, H_kv {args.heads_kv}, q_len {args.q_len}, N {args.caches}, "
+            f"K/V layouts {args.kv_layouts}, "
             f"impls {args.impls}, {args.warmup} warm-up + {args.reps} timed runs each")
     else:
         log(f"peers: {args.pass_} pass, dtypes {args.dtypes}, d {args.dims}, N {args.ns}, "
@@ -412,7 +423,7 @@ def main(argv=None):
         torch.cuda.empty_cache()
 
     def skip(impl, base, shape, reason):
-        log(f"skip  {impl:16s} {shape}: {reason}")
+        log(f"skip  {impl:21s} {shape}: {reason}")
         doc["skipped"].append(dict(base, impl=impl, reason=reason))
         write_json(args.out, doc)
 
@@ -426,6 +437,10 @@ def main(argv=None):
                     f"({deadline.elapsed():.0f} s); writing what was measured")
                 return
             for kv_layout in args.kv_layouts:
+                if deadline.passed():
+                    log(f"stop: --max-seconds {args.max_seconds:g} passed "
+                        f"({deadline.elapsed():.0f} s); writing what was measured")
+                    return
                 decode_shape(b, hkv, n, d, dtype_name, kv_layout)
 
     def decode_shape(b, hkv, n, d, dtype_name, kv_layout):
@@ -492,7 +507,13 @@ def main(argv=None):
                 # over; the record says so, and kv_bytes stays the cache's.
                 expanded = reason
                 try:
-                    ke, ve = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
+                    # In the layout measured: a bnhd cache is expanded along its heads in
+                    # place, [B, N, H_q, d], and seen again as [B, H_q, N, d].
+                    if kv_layout == "bnhd":
+                        ke, ve = (x.transpose(1, 2).repeat_interleave(hq // hkv, dim=2)
+                                  .transpose(1, 2) for x in (k, v))
+                    else:
+                        ke, ve = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
                 except torch.cuda.OutOfMemoryError:
                     release()
                     ke = ve = None

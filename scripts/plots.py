@@ -34,7 +34,9 @@ and, for a decoding results file (make_results.py --decode, "kind": "decode"), i
                                                     layout, and torch_cudnn in the cache's
                                                     layout over its own
 
-Our steps are drawn solid with circles, cublas_baseline dash-dotted, the torch peers dashed.
+Our steps are drawn solid with circles, cublas_baseline dash-dotted, the torch peers dashed (a
+peer timed in the decoding step's cache layout, name_bnhd, dotted with hollow markers in its
+backend's colour).
 Needs matplotlib; without it the script says so and exits 0.
 
 Example:
@@ -43,6 +45,7 @@ Example:
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -242,18 +245,17 @@ def plot_decode(plt, doc, path, dpi):
                                   int(x[1][4:]) if x[1] != "contiguous" else 0))
     # A peer timed in the step's cache layout (name_bnhd, peers.py --kv-layouts) takes its
     # backend's colour, dotted, with hollow markers.
-    colours, n_colours = {}, 0
+    bases = []
     for impl, layout in lines:
-        if not impl.endswith("_bnhd"):
-            colours[(impl, layout)] = f"C{n_colours % 10}"
-            n_colours += 1
+        base = (impl[:-len("_bnhd")] if impl.endswith("_bnhd") else impl, layout)
+        if base not in bases:
+            bases.append(base)
+    # Ten colours while they suffice, else twenty (matplotlib's tab10 and tab20).
+    palette = plt.get_cmap("tab10" if len(bases) <= 10 else "tab20")
+    colours = {}
     for impl, layout in lines:
-        if impl.endswith("_bnhd"):
-            base = (impl[:-len("_bnhd")], layout)
-            if base not in colours:
-                colours[base] = f"C{n_colours % 10}"
-                n_colours += 1
-            colours[(impl, layout)] = colours[base]
+        base = (impl[:-len("_bnhd")] if impl.endswith("_bnhd") else impl, layout)
+        colours[(impl, layout)] = palette(bases.index(base) % palette.N)
     hbm = doc["hbm"]["tbps"]
     fig, axes = plt.subplots(len(heads), len(batches), squeeze=False, sharey=True,
                              figsize=(4 * len(batches) + 3, 3.2 * len(heads)))
@@ -307,7 +309,8 @@ def plot_decode_layouts(plt, doc, path, dpi, peer="torch_cudnn"):
     ours = [o for o in ours if all((o,) + s in at for s in shapes)]
     if not shapes or not ours:
         return []
-    best = min(ours, key=lambda o: sum(at[(o,) + s] for s in shapes))
+    # Our fastest step: the least geometric mean of its times over the shapes' peer times.
+    best = min(ours, key=lambda o: sum(math.log(at[(o,) + s] / at[(peer,) + s]) for s in shapes))
     series = [(f"{best} / {peer}", [at[(peer,) + s] / at[(best,) + s] for s in shapes], "C0"),
               (f"{best} / {peer}_bnhd (the same layout)",
                [at[(peer + "_bnhd",) + s] / at[(best,) + s] for s in shapes], "C1"),
@@ -368,6 +371,9 @@ def main(argv=None):
         shapes = plot_decode_layouts(plt, doc, path, args.dpi)
         if shapes:
             log(f"wrote {path} ({len(shapes)} shapes)")
+        else:
+            log(f"note: no torch_cudnn_bnhd records at B >= 8, N >= 16k: {path} not written"
+                + (" (an earlier one is left there)" if os.path.exists(path) else ""))
         return 0
     records = []
     for x in doc.get("results", []):

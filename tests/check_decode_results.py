@@ -236,6 +236,23 @@ def main():
             png = os.path.join(tmp, "t_decode.png")
             expect(r.returncode == 0 and os.path.getsize(png) > 10000,
                    f"plots.py writes the decode plot: {r.stdout}{r.stderr}")
+            expect(not os.path.exists(os.path.join(tmp, "t_decode_layouts.png")),
+                   "no _bnhd peer: no layouts plot")
+
+        # 6. a peer timed in the cache's layout (peers.py --kv-layouts bnhd): its column right
+        # after its backend's, the header saying what it is (only then)
+        expect("`…_bnhd`" not in md, "without a _bnhd peer the header does not explain one")
+        both = peers_doc()
+        extra = [dict(r, impl=r["impl"] + "_bnhd", kv_layout="bnhd") for r in both["results"]
+                 if r["impl"] == "torch_cudnn" and "gqa" not in r]
+        both["results"] += extra
+        write(peers, both)
+        out2 = os.path.join(tmp, "results", "b-decode.json")
+        rc, out = run("--bench", bench, "--peers", peers, "--out-json", out2, *header)
+        md2 = open(out2[:-5] + ".md", encoding="utf-8").read()
+        expect(rc == 0 and "`…_bnhd`" in md2 and
+               "| 12_decode page256 | torch_cudnn | torch_cudnn_bnhd | torch_flash |" in md2,
+               f"a _bnhd peer: explained in the header, its column after its backend's: {out}")
     if failures:
         print(f"check_decode_results.py: {len(failures)} check(s) failed")
         return 1

@@ -232,6 +232,7 @@ HBM_LAYOUTS = [
     ("--batches 0", r"--batches: Value 0 not in range 1 to 65535"),
     ("--heads-kv 70000", r"--heads-kv: Value 70000 not in range 1 to 65535"),
     ("--reps 0", r"--reps: Value 0 not in range 1 to 10000"),
+    ("--hbm-gib 65", r"--hbm-gib: Value 65 not in range 1 to 64"),
     ("--batches 64 --heads-kv 64 --caches 65536",
      r"--batches 64 --heads-kv 64 --caches 65536: K and V need 128\.0 GiB, more than "
      r"--max-cache-gib \(40\)"),

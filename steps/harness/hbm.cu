@@ -78,12 +78,14 @@ constexpr int kRowThreads = 128, kRowChunks = 16, kTileRows = 64, kRowStages = 3
 constexpr int kRowTileBytes = kTileRows * kRowChunks * 16;  // one of K or V
 constexpr int kRowSmemBytes = kRowStages * 2 * kRowTileBytes;
 
-__device__ __forceinline__ void copy_16(uint32_t smem, const void* gmem) {
+__device__ __forceinline__ void cp_async_16(uint32_t smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem) : "memory");
 }
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 template <int kPending>
-__device__ __forceinline__ void copy_wait() {
+__device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
@@ -104,27 +106,27 @@ __global__ void __launch_bounds__(kRowThreads)
       const std::size_t row = kLayout == KvLayout::kBhnd ? (std::size_t(b) * heads + h) * n + pos
                                                          : (std::size_t(b) * n + pos) * heads + h;
       const uint32_t at = dst + i * kRowsPerPass * kRowChunks * 16;
-      copy_16(at, k + row * kRowChunks + chunk);
-      copy_16(at + kRowTileBytes, v + row * kRowChunks + chunk);
+      cp_async_16(at, k + row * kRowChunks + chunk);
+      cp_async_16(at + kRowTileBytes, v + row * kRowChunks + chunk);
     }
   };
 #pragma unroll
   for (int s = 0; s < kRowStages - 1; ++s) {
     if (s < tiles) load(s, s);
-    copy_commit();
+    cp_async_commit();
   }
   unsigned acc = 0;
   for (int t = 0; t < tiles; ++t) {
-    copy_wait<kRowStages - 2>();
+    cp_async_wait<kRowStages - 2>();
     __syncthreads();  // tile t landed for every thread; every thread is done with tile t - 1
     if (t + kRowStages - 1 < tiles) load(t + kRowStages - 1, (t + kRowStages - 1) % kRowStages);
-    copy_commit();
+    cp_async_commit();
     const uint4 x = reinterpret_cast<const uint4*>(
         smem +
         (t % kRowStages) * 2 * kRowTileBytes)[(threadIdx.x * 7 + t) % (2 * kRowTileBytes / 16)];
     acc ^= x.x ^ x.y ^ x.z ^ x.w;
   }
-  copy_wait<0>();
+  cp_async_wait<0>();
   if (acc == sentinel) sink[0] = acc;
 }
 

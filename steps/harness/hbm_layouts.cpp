@@ -8,8 +8,11 @@
 // benchmark, whose peers it explains.
 //
 //   build/bin/hbm_layouts                                   # B = 8, 32; H_kv = 32, 8; 16k, 32k
-//   build/bin/hbm_layouts --batches 8 --caches 16384 --out-md /tmp/layouts.md
+//   build/bin/hbm_layouts --batches 8 --caches 16384 --out-md out/layouts.md
 //
+// One block per (head, sequence) and no split of the keys: where the decoding rule splits (few
+// heads and sequences, e.g. B = 8 with 8 K/V heads: 64 blocks), the program's grid is smaller
+// than the kernels' and does not fill the GPU, and its figures there are not the kernels'.
 // Rows of 256 bytes (d = 128 in 16 bits), filled with N(0, 1) values on the device. Each layout
 // is timed twice, in the order bhnd, bnhd, bhnd, bnhd, each time the median of --reps runs after
 // --warmup, a GPU spin before each run; the table shows their mean and how far apart they were. A
@@ -49,11 +52,11 @@ std::string fixed(double x, int decimals) {
 int main(int argc, char** argv) {
   CLI::App app{
       "Time reading a K/V cache's rows, one block per head and sequence as the decoding "
-      "kernels read them, in the layouts [B, H_kv, N, d] and [B, N, H_kv, d] (d = 128, 16-bit "
-      "elements: rows of 256 bytes), beside a streaming read of the same bytes; TB/s of K and V "
-      "read"};
+      "kernels read them, in the layouts bhnd ([B, H_kv, N, d]) and bnhd ([B, N, H_kv, d]) (d = "
+      "128, 16-bit elements: rows of 256 bytes), beside a streaming read of the K cache; TB/s "
+      "of the bytes read"};
   std::vector<int> batches{8, 32}, caches{16384, 32768}, heads{32, 8};
-  int reps = 20, warmup = 3, max_cache_gib = 40;
+  int reps = 20, warmup = 3, max_cache_gib = 40, hbm_gib = 4;
   long long spin_cycles = 1000000;
   std::string out_md, meta;
   app.add_option("--batches", batches, "batch sizes B, comma-separated")
@@ -76,6 +79,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--queue-ahead-cycles", spin_cycles, "GPU spin before each timed run, cycles")
       ->check(fa::cli::int_range(0, 1000000000))
+      ->capture_default_str();
+  app.add_option("--hbm-gib", hbm_gib, "GiB read by the HBM bandwidth measurement at the start")
+      ->check(fa::cli::int_range(1, 64))
       ->capture_default_str();
   app.add_option("--max-cache-gib", max_cache_gib, "refuse a shape whose K and V exceed this")
       ->check(fa::cli::int_range(1, 1024))
@@ -106,9 +112,9 @@ int main(int argc, char** argv) {
 
   try {
     const fa::bench::HbmRead yardstick =
-        fa::bench::measure_hbm_read(std::size_t{4} << 30, warmup, reps, spin_cycles);
-    std::printf("HBM read bandwidth: %.3f TB/s (4 GiB streaming read, median of %d)\n",
-                yardstick.tbps, reps);
+        fa::bench::measure_hbm_read(std::size_t(hbm_gib) << 30, warmup, reps, spin_cycles);
+    std::printf("HBM read bandwidth: %.3f TB/s (%d GiB streaming read, median of %d)\n",
+                yardstick.tbps, hbm_gib, reps);
     fa::DeviceBuffer probe(std::size_t{1} << 30);
     fa::bench::fill_normal(probe.get(), probe.bytes() / 2, fa::DType::BF16, 11);
     std::vector<Row> rows;
@@ -136,10 +142,8 @@ int main(int argc, char** argv) {
                                 .tbps;
           }
           r.stream = fa::bench::time_hbm_read(k.get(), bytes, warmup, reps, spin_cycles).tbps;
-          std::printf(
-              "B=%d H_kv=%d N=%d: streaming %.3f, [B,H,N,d] %.3f %.3f, [B,N,H,d] %.3f "
-              "%.3f TB/s\n",
-              b, h, n, r.stream, r.bhnd[0], r.bhnd[1], r.bnhd[0], r.bnhd[1]);
+          std::printf("B=%d H_kv=%d N=%d: stream (K) %.3f, bhnd %.3f %.3f, bnhd %.3f %.3f TB/s\n",
+                      b, h, n, r.stream, r.bhnd[0], r.bhnd[1], r.bnhd[0], r.bnhd[1]);
           rows.push_back(r);
         }
     std::string md = "# Reading a K/V cache's rows in its two layouts (d = 128, 16-bit rows)\n\n";
@@ -160,7 +164,7 @@ int main(int argc, char** argv) {
         "grid-stride streaming "
         "loop (the decoding benchmark's HBM yardstick). HBM read bandwidth measured at the "
         "start: " +
-        fixed(yardstick.tbps, 2) + " TB/s (4 GiB).\n\n";
+        fixed(yardstick.tbps, 2) + " TB/s (" + std::to_string(hbm_gib) + " GiB).\n\n";
     md +=
         "| B | H_kv | N | stream | bhnd | bnhd | bnhd / bhnd | runs apart |\n"
         "|---|---|---|---:|---:|---:|---:|---:|\n";

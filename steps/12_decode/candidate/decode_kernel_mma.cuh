@@ -83,10 +83,11 @@ struct DecodeTraitsMma {
   // maximum (a vote per tile), instead of at every tile: a factor of exactly 1 skipped, so the
   // result is bit for bit the same.
   static constexpr bool kLazyRescale = kLazyRescale_;
-  // The blocks of kClusterHeads_ neighbouring K/V heads (grid y) launched as one thread-block
+  // The blocks of kClusterHeads_ neighbours along grid y (K/V heads; with more than one row
+  // chunk per head, q_len · group > 16, chunks of one head) launched as one thread-block
   // cluster (sm_90) whose blocks pass one cluster barrier per tile instead of each its own
-  // __syncthreads: they then ask for the same rows of their heads at the same moment, and in
-  // the cache's [B, N, H_kv, d] layout those rows lie side by side (kClusterHeads_ · 2 · d
+  // __syncthreads: they then ask for the same positions at the same moment, and in the cache's
+  // [B, N, H_kv, d] layout neighbouring heads' rows lie side by side (kClusterHeads_ · 2 · d
   // bytes), not one head's 2 · d bytes alone. 1: no cluster. Launched without a cluster where
   // grid y is not a multiple (the barrier is then the block's own).
   static constexpr int kClusterHeads = kClusterHeads_;
@@ -466,7 +467,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
       l[j] = l[j] * alpha[j] + sum;
       m[j] = m_new;
     }
-    // alpha is exp2(0) = 1 exactly wherever the row's maximum held (and for padding rows).
+    // alpha is exp2(0) = 1 exactly wherever the row's maximum held (and for padding rows); a
+    // row whose maximum is still −inf has alpha = 0 and is rescaled (its O is 0 anyway).
     if (!Traits::kLazyRescale || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt) {
@@ -621,9 +623,14 @@ void launch_attend_combine_mma(void (*attend)(DecodeParams), const DecodeParams&
   CUDA_CHECK(cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Traits::kSmemBytes)));
   const dim3 grid(p.num_splits, p.heads_kv * p.row_chunks, p.batch);
-  int device = 0, major = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  // The device's compute capability, asked only when a cluster or the combine's programmatic
+  // launch needs it (both sm_90).
+  int major = 0;
+  if (Traits::kClusterHeads > 1 || p.num_splits > 1) {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  }
   if (Traits::kClusterHeads > 1 && major >= 9 && grid.y % Traits::kClusterHeads == 0) {
     cudaLaunchConfig_t config = {};
     config.gridDim = grid;
