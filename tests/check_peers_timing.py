@@ -6,16 +6,20 @@ conventions/peers_timing.
 
   1. --pass forward: each timed call (between a measurement's start and stop events) is one
      forward, after a spin; records carry "pass": "forward" and 4·B·H·N²·d FLOPs.
-  3. --pass decode: the same as 1 for one decoding step, q [B, H_q, 1, d] against K and V
-     [B, H_kv, N, d] with enable_gqa=True; records carry "pass": "decode", bench_decode's
-     record name and fields, kv_bytes (scripts/fa_perf.py) and kv_bytes per second. A
-     backend that refuses enable_gqa (the stand-in's cuDNN) is measured on K and V expanded
-     beforehand, untimed, and its record says so.
   2. --pass backward: one forward per measurement, before any timed call and never between
      the events; each timed call is one backward (torch.autograd.grad with retain_graph on
      that forward's output, with dO), after a spin; the extra memory is the backward's
      peak over what was allocated after the forward; records carry "pass": "backward" and
      2.5 × the forward's FLOPs (scripts/fa_perf.py).
+  3. --pass decode: the same as 1 for one decoding step, q [B, H_q, 1, d] against K and V
+     [B, H_kv, N, d] with enable_gqa=True; records carry "pass": "decode", bench_decode's
+     record name and fields, kv_bytes (scripts/fa_perf.py) and kv_bytes per second. A
+     backend that refuses enable_gqa (the stand-in's cuDNN) is measured on K and V expanded
+     beforehand, untimed, and its record says so.
+  4. --pass decode --kv-layouts bhnd,bnhd: K and V made once per layout, the bnhd pair as
+     [B, N, H_kv, d] seen through a transpose, its records named impl_bnhd; the refusing
+     backend's K and V expanded in the layout measured; an unknown, empty or repeated layout,
+     or the option outside --pass decode, refused by name.
 
 Exit status 0 when every check holds, 1 otherwise (each failure printed). Standard library.
 """
