@@ -248,10 +248,11 @@
 //          Predicted: B >= 8, 16k/32k: 1.00-1.02x m3w4spa, more with bigger clusters if the
 //          reading holds, less (0.98-1.00x) if the barrier's wait for the slowest block costs
 //          more than the runs gain; B = 1 (8-32 splits) within 2%.
-//          Measured (h200-variants-12-fc71c95.md): clusters of 2 at 0.92-0.98x m3w4spa, of 4
-//          and 8 about half (B = 8, MHA, 16k: 4.28, 2.56 and 2.53 TB/s against 4.52): a loss
-//          far beyond a barrier's cost, not profiled (whether clusters of 4 blocks of 100 KiB
-//          left fewer blocks per SM, cudaOccupancyMaxActiveClusters would say first). Not kept.
+//          Measured (h200-variants-12-fc71c95.md): clusters of 2 at 0.92-0.98x m3w4spa on the
+//          contiguous cache (0.84x paged at B = 1), of 4 and 8 0.5-0.8x (B = 8, MHA, 16k:
+//          4.28, 2.56 and 2.53 TB/s against 4.52): a loss far beyond a barrier's cost, not
+//          profiled (whether clusters of 4 blocks of 100 KiB left fewer blocks per SM,
+//          cudaOccupancyMaxActiveClusters would say first). Not kept.
 //          The layout's own cost was then measured without any attention arithmetic
 //          (bin/hbm_layouts, h200-hbm-layouts-01f93f1.md): about 1% at B = 8, MHA and at
 //          B = 32, GQA, nothing at B = 32, MHA, the shapes where torch_cudnn loses as much.
