@@ -192,6 +192,16 @@ void set_decode_hbm_yardstick(double tbps) {
   }
 }
 
+HbmWait wait_for_decode_hbm() {
+  if (!(g_hbm_yardstick > 0 && g_probe)) {
+    HbmWait none;
+    none.at_speed = true;
+    return none;
+  }
+  return wait_for_hbm_read(g_probe->get(), kProbeBytes, g_hbm_yardstick, kDecodeHbmWaitFraction, 10,
+                           5000);
+}
+
 DecodeInputs& decode_inputs_for(const DecodeProblem& p) {
   static std::unique_ptr<DecodeInputs> cache;
   if (!cache || !same_inputs(cache->p, p)) {
@@ -201,8 +211,7 @@ DecodeInputs& decode_inputs_for(const DecodeProblem& p) {
     // Every new problem waits, the first too: the bandwidth measurement before it freed its
     // own buffer.
     if (g_hbm_yardstick > 0 && g_probe) {
-      const HbmWait w = wait_for_hbm_read(g_probe->get(), kProbeBytes, g_hbm_yardstick,
-                                          kDecodeHbmWaitFraction, 10, 5000);
+      const HbmWait w = wait_for_decode_hbm();
       const int pct = static_cast<int>(std::lround(100 * kDecodeHbmWaitFraction));
       if (!w.at_speed)
         std::fprintf(stderr,

@@ -16,6 +16,7 @@
 #include "common/decode_registry.h"
 #include "common/device_buffer.h"
 #include "common/device_problem.h"  // DecodeBuffers
+#include "steps/harness/hbm.h"      // HbmWait
 
 namespace fa::bench {
 
@@ -100,6 +101,13 @@ constexpr double kDecodeHbmWaitFraction = 0.95;
 /// (decode_inputs_for), and the 1 GiB probe they wait with, made here (device memory beyond
 /// --max-cache-gib); 0, the default, waits for nothing. \param tbps the yardstick, >= 0
 void set_decode_hbm_yardstick(double tbps);
+
+/// \brief The wait of decode_inputs_for, for a program that makes its own inputs after freeing
+/// others (bin/hbm_layouts): with a yardstick set, returns once a streaming read of the kept
+/// probe runs at kDecodeHbmWaitFraction of it, or after 5 s; without one, at once (ms 0,
+/// at_speed true). Says nothing; the caller reports the wait.
+/// \return how long it waited, and whether the reads got there
+HbmWait wait_for_decode_hbm();
 
 /// \brief Times the attention of `step` (DecodeStepInfo::attend: the split-KV kernel and the
 /// combine) on `p` with `splits` splits: O and L poisoned, `warmup` (at least 1) calls through

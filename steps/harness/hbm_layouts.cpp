@@ -18,8 +18,9 @@
 // --warmup, a GPU spin before each run; the table shows their mean and how far apart they were. A
 // streaming read of the K cache alone (the decoding benchmark's HBM yardstick, a grid-stride loop)
 // is timed at every shape beside them. New inputs made after a freed shape's wait until a streaming
-// read of a kept 1 GiB buffer runs at 95% of the figure measured at the start (as bin/bench_decode
-// does). Without a usable CUDA device it says so and exits with status 77.
+// read of a kept 1 GiB buffer runs at 95% of the figure measured at the start (bin/bench_decode's
+// wait, fa::bench::wait_for_decode_hbm). Without a usable CUDA device it says so and exits with
+// status 77.
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -32,6 +33,7 @@
 #include "common/device_buffer.h"
 #include "common/launch.h"
 #include "steps/harness/cli.h"
+#include "steps/harness/decode_timing.h"  // the decoding programs' wait for HBM reads at speed
 #include "steps/harness/hbm.h"
 
 namespace {
@@ -115,8 +117,7 @@ int main(int argc, char** argv) {
         fa::bench::measure_hbm_read(std::size_t(hbm_gib) << 30, warmup, reps, spin_cycles);
     std::printf("HBM read bandwidth: %.3f TB/s (%d GiB streaming read, median of %d)\n",
                 yardstick.tbps, hbm_gib, reps);
-    fa::DeviceBuffer probe(std::size_t{1} << 30);
-    fa::bench::fill_normal(probe.get(), probe.bytes() / 2, fa::DType::BF16, 11);
+    fa::bench::set_decode_hbm_yardstick(yardstick.tbps);  // and its 1 GiB probe
     std::vector<Row> rows;
     for (int b : batches)
       for (int h : heads)
@@ -126,8 +127,7 @@ int main(int argc, char** argv) {
           fa::bench::fill_normal(k.get(), bytes / 2, fa::DType::BF16, 1);
           fa::bench::fill_normal(v.get(), bytes / 2, fa::DType::BF16, 2);
           CUDA_CHECK(cudaDeviceSynchronize());
-          const fa::bench::HbmWait w = fa::bench::wait_for_hbm_read(probe.get(), probe.bytes(),
-                                                                    yardstick.tbps, 0.95, 2, 5000);
+          const fa::bench::HbmWait w = fa::bench::wait_for_decode_hbm();
           if (w.ms > 0)
             std::fprintf(stderr, "B=%d H_kv=%d N=%d: %s %.0f ms for HBM reads at 95%%\n", b, h, n,
                          w.at_speed ? "waited" : "gave up after", w.ms);
