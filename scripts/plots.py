@@ -245,17 +245,11 @@ def plot_decode(plt, doc, path, dpi):
                                   int(x[1][4:]) if x[1] != "contiguous" else 0))
     # A peer timed in the step's cache layout (name_bnhd, peers.py --kv-layouts) takes its
     # backend's colour, dotted, with hollow markers.
-    bases = []
-    for impl, layout in lines:
-        base = (impl[:-len("_bnhd")] if impl.endswith("_bnhd") else impl, layout)
-        if base not in bases:
-            bases.append(base)
+    base_of = {(impl, layout): (impl.removesuffix("_bnhd"), layout) for impl, layout in lines}
+    bases = list(dict.fromkeys(base_of.values()))  # in the lines' order, each once
     # Ten colours while they suffice, else twenty (matplotlib's tab10 and tab20).
     palette = plt.get_cmap("tab10" if len(bases) <= 10 else "tab20")
-    colours = {}
-    for impl, layout in lines:
-        base = (impl[:-len("_bnhd")] if impl.endswith("_bnhd") else impl, layout)
-        colours[(impl, layout)] = palette(bases.index(base) % palette.N)
+    colours = {line: palette(bases.index(base) % palette.N) for line, base in base_of.items()}
     hbm = doc["hbm"]["tbps"]
     fig, axes = plt.subplots(len(heads), len(batches), squeeze=False, sharey=True,
                              figsize=(4 * len(batches) + 3, 3.2 * len(heads)))
