@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
@@ -74,6 +75,11 @@ __global__ void __launch_bounds__(kThreads)
 // copying chunk t % 16 of rows t / 16 + 8i with 16-byte cp.async, then one 16-byte read of the
 // tile per thread in place of the attention's arithmetic. Only the rows' addresses depend on
 // the layout. 96 KiB of shared memory: two blocks per SM, as the candidate's 100 KiB.
+// With kHeads > 1 (m3w4spah2, m3w4spah4 of bin/variants_12), a block copies kHeads
+// neighbouring heads, tiles of 64 / kHeads positions of each, thread t chunk t % (16 kHeads)
+// of a position's kHeads rows (side by side in bnhd), and each (head group, sequence) is split
+// in kHeads runs of positions, grid (splits, head groups, sequences), so that the grid has as
+// many blocks of as many bytes as with one head per block.
 constexpr int kRowThreads = 128, kRowChunks = 16, kTileRows = 64, kRowStages = 3;
 constexpr int kRowTileBytes = kTileRows * kRowChunks * 16;  // one of K or V
 constexpr int kRowSmemBytes = kRowStages * 2 * kRowTileBytes;
@@ -89,23 +95,28 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-template <KvLayout kLayout>
+template <KvLayout kLayout, int kHeads>
 __global__ void __launch_bounds__(kRowThreads)
     kv_rows_read_kernel(const uint4* __restrict__ k, const uint4* __restrict__ v, int heads, int n,
                         unsigned sentinel, unsigned* __restrict__ sink) {
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr int kRowsPerPass = kRowThreads / kRowChunks;
-  const int h = blockIdx.x, b = blockIdx.y, tiles = n / kTileRows;
-  const int chunk = threadIdx.x % kRowChunks, row0 = threadIdx.x / kRowChunks;
+  constexpr int kWide = kRowChunks * kHeads;      // chunks of a position's kHeads rows
+  constexpr int kPositions = kTileRows / kHeads;  // positions per tile
+  constexpr int kPerPass = kRowThreads / kWide;   // positions per pass of the block
+  const int split = blockIdx.x, b = blockIdx.z;
+  const int tiles = n / kTileRows;  // per split: n / kHeads positions, tiles of kPositions
+  const int first_tile = split * tiles;
+  const int i0 = threadIdx.x / kWide, wide = threadIdx.x % kWide;
+  const int h = blockIdx.y * kHeads + wide / kRowChunks, chunk = wide % kRowChunks;
   const uint32_t s0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   auto load = [&](int tile, int stage) {
-    const uint32_t dst = s0 + stage * 2 * kRowTileBytes + (row0 * kRowChunks + chunk) * 16;
+    const uint32_t dst = s0 + stage * 2 * kRowTileBytes + threadIdx.x * 16;
 #pragma unroll
-    for (int i = 0; i < kTileRows / kRowsPerPass; ++i) {
-      const std::size_t pos = std::size_t(tile) * kTileRows + row0 + kRowsPerPass * i;
+    for (int i = 0; i < kPositions / kPerPass; ++i) {
+      const std::size_t pos = std::size_t(first_tile + tile) * kPositions + i0 + kPerPass * i;
       const std::size_t row = kLayout == KvLayout::kBhnd ? (std::size_t(b) * heads + h) * n + pos
                                                          : (std::size_t(b) * n + pos) * heads + h;
-      const uint32_t at = dst + i * kRowsPerPass * kRowChunks * 16;
+      const uint32_t at = dst + i * kRowThreads * 16;
       cp_async_16(at, k + row * kRowChunks + chunk);
       cp_async_16(at + kRowTileBytes, v + row * kRowChunks + chunk);
     }
@@ -194,7 +205,7 @@ HbmRead time_hbm_read(const void* data, std::size_t bytes, int warmup, int reps,
 }
 
 HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, KvLayout layout,
-                     int warmup, int reps, long long spin_cycles) {
+                     int heads_per_block, int warmup, int reps, long long spin_cycles) {
   if (batch < 1 || heads < 1 || heads > 65535 || batch > 65535 || n < kTileRows ||
       n % kTileRows != 0 || reps < 1 || warmup < 0)
     throw std::invalid_argument("kv_rows_read: batch (" + std::to_string(batch) + ") and heads (" +
@@ -202,27 +213,34 @@ HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, 
                                 std::to_string(n) + ") a positive multiple of " +
                                 std::to_string(kTileRows) + ", reps (" + std::to_string(reps) +
                                 ") at least 1, warmup (" + std::to_string(warmup) + ") at least 0");
+  if ((heads_per_block != 1 && heads_per_block != 2 && heads_per_block != 4) ||
+      heads % heads_per_block != 0)
+    throw std::invalid_argument(
+        "kv_rows_read: heads_per_block (" + std::to_string(heads_per_block) +
+        ") must be 1, 2 or 4 and divide heads (" + std::to_string(heads) + ")");
   if (reinterpret_cast<std::uintptr_t>(k) % 16 != 0 || reinterpret_cast<std::uintptr_t>(v) % 16)
     throw std::invalid_argument("kv_rows_read: k and v must be 16-byte aligned");
   static DeviceBuffer sink(sizeof(unsigned));
-  static const bool smem_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(kv_rows_read_kernel<KvLayout::kBhnd>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kRowSmemBytes));
-    CUDA_CHECK(cudaFuncSetAttribute(kv_rows_read_kernel<KvLayout::kBnhd>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kRowSmemBytes));
-    return true;
+  // The kernel for (layout, heads per block), its shared memory allowed once.
+  using Kernel = void (*)(const uint4*, const uint4*, int, int, unsigned, unsigned*);
+  static const auto kernels = [] {
+    const std::array<Kernel, 6> all{
+        kv_rows_read_kernel<KvLayout::kBhnd, 1>, kv_rows_read_kernel<KvLayout::kBhnd, 2>,
+        kv_rows_read_kernel<KvLayout::kBhnd, 4>, kv_rows_read_kernel<KvLayout::kBnhd, 1>,
+        kv_rows_read_kernel<KvLayout::kBnhd, 2>, kv_rows_read_kernel<KvLayout::kBnhd, 4>};
+    for (Kernel f : all)
+      CUDA_CHECK(
+          cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, kRowSmemBytes));
+    return all;
   }();
-  (void)smem_set;
-  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+  const Kernel kernel = kernels[(layout == KvLayout::kBnhd ? 3 : 0) +
+                                (heads_per_block == 4 ? 2 : heads_per_block - 1)];
+  const dim3 grid(static_cast<unsigned>(heads_per_block),
+                  static_cast<unsigned>(heads / heads_per_block), static_cast<unsigned>(batch));
   auto run = [&] {
-    const auto* kk = static_cast<const uint4*>(k);
-    const auto* vv = static_cast<const uint4*>(v);
-    if (layout == KvLayout::kBhnd)
-      kv_rows_read_kernel<KvLayout::kBhnd><<<grid, kRowThreads, kRowSmemBytes>>>(
-          kk, vv, heads, n, 0xFFFFFFFFu, sink.as<unsigned>());
-    else
-      kv_rows_read_kernel<KvLayout::kBnhd><<<grid, kRowThreads, kRowSmemBytes>>>(
-          kk, vv, heads, n, 0xFFFFFFFFu, sink.as<unsigned>());
+    kernel<<<grid, kRowThreads, kRowSmemBytes>>>(static_cast<const uint4*>(k),
+                                                 static_cast<const uint4*>(v), heads, n,
+                                                 0xFFFFFFFFu, sink.as<unsigned>());
     CUDA_CHECK_LAUNCH();
   };
   HbmRead r;

@@ -58,10 +58,15 @@ enum class KvLayout {
 /// kernel's copies in that layout. Timed as time_hbm_read; the bytes are K's and V's, once.
 /// \param k \param v the caches (filled, never zeros; 16-byte aligned), each batch · heads · n
 /// rows \param batch B \param heads H_kv \param n rows per sequence, a positive multiple of 64
-/// \param layout the order of the rows \param warmup untimed runs \param reps timed runs
+/// With heads_per_block = 2 or 4 a block copies that many neighbouring heads, tiles of
+/// 64 / heads_per_block positions of each (in bnhd, heads_per_block · 256 contiguous bytes per
+/// position), and each head group's positions are split in heads_per_block runs, so that the
+/// grid keeps batch · heads blocks of the same bytes (the decoding variants m3w4spah2/4).
+/// \param layout the order of the rows \param heads_per_block 1, 2 or 4, dividing heads
+/// \param warmup untimed runs \param reps timed runs
 /// \param spin_cycles the spin before each \return the figure
 HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, KvLayout layout,
-                     int warmup, int reps, long long spin_cycles);
+                     int heads_per_block, int warmup, int reps, long long spin_cycles);
 
 /// \brief What wait_for_hbm_read saw.
 struct HbmWait {

@@ -13,6 +13,9 @@
 // One block per (head, sequence) and no split of the keys: where the decoding rule splits (few
 // heads and sequences, e.g. B = 8 with 8 K/V heads: 64 blocks), the program's grid is smaller
 // than the kernels' and does not fill the GPU, and its figures there are not the kernels'.
+// --heads-per-block 1,2,4 also times blocks that copy 2 or 4 neighbouring heads (in bnhd, 512
+// or 1024 contiguous bytes per position), each head group's positions split in as many runs so
+// that the grid keeps its blocks and their bytes (the decoding variants m3w4spah2, m3w4spah4).
 // Rows of 256 bytes (d = 128 in 16 bits), filled with N(0, 1) values on the device. Each layout
 // is timed twice, in the order bhnd, bnhd, bhnd, bnhd, each time the median of --reps runs after
 // --warmup, a GPU spin before each run; the table shows their mean and how far apart they were. A
@@ -39,7 +42,7 @@
 namespace {
 
 struct Row {
-  int batch, heads, n;
+  int batch, heads, n, per_block;
   double stream, bhnd[2], bnhd[2];
 };
 
@@ -57,7 +60,7 @@ int main(int argc, char** argv) {
       "kernels read them, in the layouts bhnd ([B, H_kv, N, d]) and bnhd ([B, N, H_kv, d]) (d = "
       "128, 16-bit elements: rows of 256 bytes), beside a streaming read of the K cache; TB/s "
       "of the bytes read"};
-  std::vector<int> batches{8, 32}, caches{16384, 32768}, heads{32, 8};
+  std::vector<int> batches{8, 32}, caches{16384, 32768}, heads{32, 8}, per_block{1};
   int reps = 20, warmup = 3, max_cache_gib = 40, hbm_gib = 4;
   long long spin_cycles = 1000000;
   std::string out_md, meta;
@@ -72,6 +75,12 @@ int main(int argc, char** argv) {
   app.add_option("--heads-kv", heads, "K/V heads H_kv, comma-separated")
       ->delimiter(',')
       ->check(fa::cli::int_range(1, 65535))
+      ->capture_default_str();
+  app.add_option("--heads-per-block", per_block,
+                 "K/V heads one block copies, comma-separated (1, 2, 4; each dividing every "
+                 "--heads-kv)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({1, 2, 4}))
       ->capture_default_str();
   app.add_option("--reps", reps, "timed runs per figure (the median is reported)")
       ->check(fa::cli::int_range(1, 10000))
@@ -97,6 +106,11 @@ int main(int argc, char** argv) {
     if (n % 64 != 0)
       return fa::cli::refuse("--caches: " + std::to_string(n) +
                              " must be a multiple of 64 (a block copies 64 rows at a time)");
+  for (int g : per_block)
+    for (int h : heads)
+      if (h % g != 0)
+        return fa::cli::refuse("--heads-per-block " + std::to_string(g) +
+                               ": must divide every --heads-kv (" + std::to_string(h) + ")");
   for (int b : batches)
     for (int h : heads)
       for (int n : caches) {
@@ -131,20 +145,28 @@ int main(int argc, char** argv) {
           if (w.ms > 0)
             std::fprintf(stderr, "B=%d H_kv=%d N=%d: %s %.0f ms for HBM reads at 95%%\n", b, h, n,
                          w.at_speed ? "waited" : "gave up after", w.ms);
-          Row r{b, h, n, 0, {0, 0}, {0, 0}};
-          for (int round = 0; round < 2; ++round) {
-            using fa::bench::KvLayout;
-            r.bhnd[round] = fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBhnd,
-                                                    warmup, reps, spin_cycles)
-                                .tbps;
-            r.bnhd[round] = fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBnhd,
-                                                    warmup, reps, spin_cycles)
-                                .tbps;
+          std::vector<Row> shape;
+          for (int g : per_block) shape.push_back(Row{b, h, n, g, 0, {0, 0}, {0, 0}});
+          for (int round = 0; round < 2; ++round)
+            for (Row& r : shape) {
+              using fa::bench::KvLayout;
+              r.bhnd[round] = fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBhnd,
+                                                      r.per_block, warmup, reps, spin_cycles)
+                                  .tbps;
+              r.bnhd[round] = fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBnhd,
+                                                      r.per_block, warmup, reps, spin_cycles)
+                                  .tbps;
+            }
+          const double stream =
+              fa::bench::time_hbm_read(k.get(), bytes, warmup, reps, spin_cycles).tbps;
+          for (Row& r : shape) {
+            r.stream = stream;
+            std::printf(
+                "B=%d H_kv=%d N=%d, %d head(s) per block: stream (K) %.3f, bhnd %.3f %.3f, "
+                "bnhd %.3f %.3f TB/s\n",
+                b, h, n, r.per_block, r.stream, r.bhnd[0], r.bhnd[1], r.bnhd[0], r.bnhd[1]);
+            rows.push_back(r);
           }
-          r.stream = fa::bench::time_hbm_read(k.get(), bytes, warmup, reps, spin_cycles).tbps;
-          std::printf("B=%d H_kv=%d N=%d: stream (K) %.3f, bhnd %.3f %.3f, bnhd %.3f %.3f TB/s\n",
-                      b, h, n, r.stream, r.bhnd[0], r.bhnd[1], r.bnhd[0], r.bnhd[1]);
-          rows.push_back(r);
         }
     std::string md = "# Reading a K/V cache's rows in its two layouts (d = 128, 16-bit rows)\n\n";
     if (!meta.empty()) md += meta + "\n\n";
@@ -160,21 +182,32 @@ int main(int argc, char** argv) {
         "one after the other: PyTorch's layout) or bnhd ([B, N, H_kv, d], a position's rows of "
         "every head side by side: the decoding step's cache); each layout timed twice, in the "
         "order bhnd, bnhd, bhnd, bnhd, each layout's column the mean of its two runs, *runs apart* "
-        "the larger difference between a layout's two runs. *stream*: the K cache read by a "
-        "grid-stride streaming "
+        "the larger difference between a layout's two runs. *heads per block*: 1, or a block "
+        "copies that many neighbouring heads (tiles of 64 / heads positions of each; in bnhd "
+        "heads · 256 contiguous bytes per position), each head group's positions split in as "
+        "many runs, grid (runs, head groups, sequences): as many blocks of as many bytes. "
+        "*bnhd / bhnd, 1 head*: bnhd over the same shape's bhnd with one head per block. "
+        "*stream*: the K cache read by a grid-stride streaming "
         "loop (the decoding benchmark's HBM yardstick). HBM read bandwidth measured at the "
         "start: " +
         fixed(yardstick.tbps, 2) + " TB/s (" + std::to_string(hbm_gib) + " GiB).\n\n";
     md +=
-        "| B | H_kv | N | stream | bhnd | bnhd | bnhd / bhnd | runs apart |\n"
-        "|---|---|---|---:|---:|---:|---:|---:|\n";
+        "| B | H_kv | N | heads per block | stream | bhnd | bnhd | bnhd / bhnd | bnhd / bhnd, 1 "
+        "head | runs apart |\n"
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+    auto mean = [](const double(&x)[2]) { return (x[0] + x[1]) / 2; };
     for (const Row& r : rows) {
-      const double a = (r.bhnd[0] + r.bhnd[1]) / 2, c = (r.bnhd[0] + r.bnhd[1]) / 2;
+      const double a = mean(r.bhnd), c = mean(r.bnhd);
       const double apart =
           std::max(std::abs(r.bhnd[0] - r.bhnd[1]) / a, std::abs(r.bnhd[0] - r.bnhd[1]) / c);
+      std::string one_head = "–";  // the same shape's bhnd with one head per block
+      for (const Row& o : rows)
+        if (o.batch == r.batch && o.heads == r.heads && o.n == r.n && o.per_block == 1)
+          one_head = fixed(c / mean(o.bhnd), 3);
       md += "| " + std::to_string(r.batch) + " | " + std::to_string(r.heads) + " | " +
-            std::to_string(r.n) + " | " + fixed(r.stream, 2) + " | " + fixed(a, 2) + " | " +
-            fixed(c, 2) + " | " + fixed(c / a, 3) + " | " + fixed(100 * apart, 1) + "% |\n";
+            std::to_string(r.n) + " | " + std::to_string(r.per_block) + " | " + fixed(r.stream, 2) +
+            " | " + fixed(a, 2) + " | " + fixed(c, 2) + " | " + fixed(c / a, 3) + " | " + one_head +
+            " | " + fixed(100 * apart, 1) + "% |\n";
     }
     return fa::cli::print_markdown(md, out_md);
   } catch (const std::exception& e) {

@@ -46,7 +46,8 @@ using step07::pack_pair;
 template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, bool kSplitP_ = true,
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
           bool kSwizzle_ = false, bool kTileTable_ = false, int kL2Bytes_ = 0,
-          bool kTileBase_ = false, bool kLazyRescale_ = false, int kClusterHeads_ = 1>
+          bool kTileBase_ = false, bool kLazyRescale_ = false, int kClusterHeads_ = 1,
+          int kHeads_ = 1>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -95,6 +96,13 @@ struct DecodeTraitsMma {
                     kClusterHeads == 8,
                 "a portable cluster: 1, 2, 4 or 8 blocks");
   static_assert(kClusterHeads == 1 || !kBulk_, "the cluster barrier: the cp.async copies only");
+  // kHeads_ neighbouring K/V heads per block: a tile is kBlockN_ / kHeads_ positions of
+  // kHeads_ heads each (kBlockN_ rows of d in shared memory, head-major: head h's rows of the
+  // tile are rows h · kTileKeys …), and the warps are shared out among the heads, kWarps_ /
+  // kHeads_ each, a warp's 16 rows one head's 16 positions. In the cache's [B, N, H_kv, d]
+  // layout a tile's position then asks for kHeads_ · 2 · d contiguous bytes instead of one
+  // head's 2 · d. 1: one head per block.
+  static constexpr int kHeads = kHeads_;
   static_assert(!(kTileBase && kBulk), "the tile's base address: the cp.async copies only");
   static_assert(!(kL2Bytes && kBulk), "the prefetch size qualifies the cp.async copies only");
   static constexpr int kWarps = kWarps_;
@@ -102,6 +110,11 @@ struct DecodeTraitsMma {
   static constexpr int kMaxRows = 16;  // one m16 tile of the products
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kKeysPerWarp = kBlockN / kWarps;
+  static constexpr int kTileKeys = kBlockN / kHeads;     // positions per tile
+  static constexpr int kWarpsPerHead = kWarps / kHeads;  // warps sharing one head's keys
+  static_assert(kWarps % kHeads == 0 && kBlockN % kHeads == 0, "the warps shared among heads");
+  static_assert(kHeads == 1 || (!kBulk_ && kClusterHeads_ == 1 && kPrefetch_ == 0),
+                "several heads per block: the cp.async copies, no cluster, no L2 prefetch");
   static constexpr int kStages = kStages_;
   // Without kSwizzle, 16 bytes of padding per row: the 8 rows an ldmatrix phase reads start
   // 16 bytes apart modulo 128, in 8 different groups of four banks.
@@ -112,7 +125,7 @@ struct DecodeTraitsMma {
   __device__ static constexpr uint32_t chunk_offset(int row, int chunk) {
     return static_cast<uint32_t>(row * kRowBytes + (kSwizzle ? chunk ^ (row % 8) : chunk) * 16);
   }
-  static constexpr std::size_t kQBytes = std::size_t{kMaxRows} * kRowBytes;
+  static constexpr std::size_t kQBytes = std::size_t{kHeads} * kMaxRows * kRowBytes;
   static constexpr std::size_t kTileBytes = std::size_t{kBlockN} * kRowBytes;
   static constexpr std::size_t kBarOffset = kQBytes + 2 * kStages * kTileBytes;  // 16-aligned
   static constexpr std::size_t kSmemBytes = kBarOffset + (kBulk ? 8 * kStages : 0);
@@ -252,7 +265,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g8 = lane / 4, t4 = lane % 4;  // the accumulator layout: rows g8, g8 + 8; cols 2·t4
   const int split = blockIdx.x;
-  const int g = blockIdx.y / p.row_chunks, chunk = blockIdx.y % p.row_chunks;
+  // Traits::kHeads > 1: the block's heads g … g + kHeads − 1, this warp's head g + head.
+  constexpr int kG = Traits::kHeads, kTileKeys = Traits::kTileKeys;
+  const int g = blockIdx.y / p.row_chunks * kG, chunk = blockIdx.y % p.row_chunks;
+  const int head = warp / Traits::kWarpsPerHead;
   const int b = blockIdx.z;
   const int row0 = chunk * kR;
   const int rows = min(kR, p.group * p.q_len - row0);
@@ -261,18 +277,21 @@ __global__ void __launch_bounds__(Traits::kThreads)
   if constexpr (Traits::kEarlyTrigger)
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
-  const SplitTiles st = split_tiles<kN>(p, b, split);  // as in the CUDA-core candidate
+  const SplitTiles st = split_tiles<kTileKeys>(p, b, split);  // as in the CUDA-core candidate
   const int cache_len = st.cache_len, t_begin = st.t_begin, t_end = st.t_end;
   const int key_end = st.key_end;
 
   const int64_t rows_all = int64_t{p.batch} * p.heads_q * p.q_len;
-  const int64_t part_row0 =
-      split * rows_all + (int64_t{b} * p.heads_q + int64_t{g} * p.group) * p.q_len + row0;
+  // Head g + h's first row of the block in the workspace (or the output).
+  auto part_row_of = [&](int h) {
+    return split * rows_all + (int64_t{b} * p.heads_q + int64_t{g + h} * p.group) * p.q_len + row0;
+  };
 
   if (t_begin >= t_end) {  // an empty split: O_s = 0, L_s = −inf (with one split: O and L)
     const float zero[kOutCols] = {};
-    for (int r = warp; r < rows; r += kW)
-      store_split_row<kD, Element>(p, part_row0 + r, lane, zero, -INFINITY);
+    for (int x = warp; x < kG * rows; x += kW)
+      if (g + x / rows < p.heads_kv)
+        store_split_row<kD, Element>(p, part_row_of(x / rows) + x % rows, lane, zero, -INFINITY);
     return;
   }
 
@@ -316,6 +335,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
           bulk_arrive(bar, 0);
         }
       }
+    } else if constexpr (kG > 1) {
+      load_tile_heads_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, kG>(
+          p, b, g, tile, key_end, sK, sV);
     } else {
       load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, Traits::kTileTable,
                       Traits::kL2Bytes, Traits::kTileBase>(p, b, g, tile, key_end, sK, sV);
@@ -345,19 +367,20 @@ __global__ void __launch_bounds__(Traits::kThreads)
   for (int s = 0; s < Traits::kPrefetch; ++s) prefetch_tile(t_begin + kS - 1 + s);
 
   // The group's rows row0 … row0 + rows − 1 (row r: query head g · group + r / q_len, new
-  // token r % q_len) as Elements, rows past `rows` zero.
+  // token r % q_len) as Elements, rows past `rows` zero; with Traits::kHeads > 1, K/V head
+  // g + hh's rows at rows hh · kR … of sQ (none for a head at or past heads_kv).
   const Element* q = static_cast<const Element*>(p.q);
-  for (int x = tid; x < kR * kChunks; x += Traits::kThreads) {
-    const int r = x / kChunks, c = x % kChunks;
+  for (int x = tid; x < kG * kR * kChunks; x += Traits::kThreads) {
+    const int hh = x / (kR * kChunks), r = (x / kChunks) % kR, c = x % kChunks;
     uint4 u = make_uint4(0, 0, 0, 0);
-    if (r < rows) {
+    if (r < rows && g + hh < p.heads_kv) {
       const int hg = (row0 + r) / p.q_len, i = (row0 + r) % p.q_len;
-      const int h = g * p.group + hg;
+      const int h = (g + hh) * p.group + hg;
       u = *reinterpret_cast<const uint4*>(q + ((int64_t{b} * p.q_len + i) * p.heads_q + h) * kD +
                                           c * 8);
     }
-    *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sQ) + Traits::chunk_offset(r, c)) =
-        u;
+    *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(sQ) + hh * kR * kRowBytes +
+                              Traits::chunk_offset(r, c)) = u;
   }
   __syncthreads();
   // Q's A fragments for every k step, held for the whole split (lane: row lane % 16, chunk
@@ -366,7 +389,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
   {
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks)
-      ldmatrix_x4(qa[ks], smem_u32(sQ) + Traits::chunk_offset(lane % 16, 2 * ks + lane / 16));
+      ldmatrix_x4(qa[ks], smem_u32(sQ) + head * kR * kRowBytes +
+                              Traits::chunk_offset(lane % 16, 2 * ks + lane / 16));
   }
 
   // Rows g8 and g8 + 8 of this lane: the last key each may see (causal among the new tokens,
@@ -416,7 +440,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     }
     const uint32_t sK = kv_base + (2 * stage) * kN * kRowBytes;
     const uint32_t sV = sK + kN * kRowBytes;
-    const int key0 = t * kN + warp * kKeys;
+    const int key0 = t * kTileKeys + (warp % Traits::kWarpsPerHead) * kKeys;
 
     // S = Q Kᵀ: 16 rows × the warp's 16 keys (two n8 tiles), fp32.
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -535,10 +559,16 @@ __global__ void __launch_bounds__(Traits::kThreads)
   // The in-block merge of the kW warps' partials (combine_row), warp w merging rows w, w + kW, …
   // With one split the block holds the row's whole answer: O (Element) and L go straight to
   // the output and no combine kernel runs (launch_attend_combine_mma).
-  for (int r = warp; r < rows; r += kW) {
+  // With Traits::kHeads > 1, head hh's partials are those of its kWarpsPerHead warps.
+  constexpr int kWH = Traits::kWarpsPerHead;
+  for (int x = warp; x < kG * rows; x += kW) {
+    const int hh = x / rows, r = x % rows;
+    if (g + hh >= p.heads_kv) continue;
     float out[kOutCols];
-    const float lse = combine_row<kD, float>(kW, sL + r, kR, sO + r * kD, int64_t{kR} * kD, out);
-    store_split_row<kD, Element>(p, part_row0 + r, lane, out, lse);
+    const int first = hh * kWH * kR + r;  // warp hh · kWH's row r
+    const float lse =
+        combine_row<kD, float>(kWH, sL + first, kR, sO + first * kD, int64_t{kR} * kD, out);
+    store_split_row<kD, Element>(p, part_row_of(hh) + r, lane, out, lse);
   }
 }
 
@@ -622,7 +652,8 @@ void launch_attend_combine_mma(void (*attend)(DecodeParams), const DecodeParams&
                                cudaStream_t stream) {
   CUDA_CHECK(cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Traits::kSmemBytes)));
-  const dim3 grid(p.num_splits, p.heads_kv * p.row_chunks, p.batch);
+  const int head_groups = (p.heads_kv + Traits::kHeads - 1) / Traits::kHeads;
+  const dim3 grid(p.num_splits, head_groups * p.row_chunks, p.batch);
   // The device's compute capability, asked only when a cluster or the combine's programmatic
   // launch needs it (both sm_90).
   int major = 0;

@@ -161,4 +161,63 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
   }
 }
 
+/// \brief Tile `tile` of K/V heads g0 … g0 + kHeads − 1 of sequence b (kN / kHeads positions of
+/// each) into sK and sV, head-major: head h's row for the tile's position i is row
+/// h · (kN / kHeads) + i of the [kN][kStride] stage, so that a warp's 16 rows are one head's 16
+/// positions, as with one head per block. Thread x copies 16-byte chunk x % (kHeads · d / 8) of
+/// a position's kHeads rows, which lie side by side in the cache: kHeads · 2 · d contiguous
+/// bytes per position instead of 2 · d. Heads at or past heads_kv and keys at or past key_end
+/// are zero-filled and read nothing. A tile whose keys are all attended to, in one page (or the
+/// contiguous cache), with every head present, is copied from one base address per thread plus
+/// a fixed stride, as kTileBase does for one head.
+template <int kD, int kN, int kStride, int kThreads, bool kSwizzle, int kHeads, class Element>
+__device__ __forceinline__ void load_tile_heads_async(const DecodeParams& p, int b, int g0,
+                                                      int tile, int key_end, Element* sK,
+                                                      Element* sV) {
+  constexpr int kChunks = kD / 8;
+  constexpr int kKeys = kN / kHeads;          // positions per tile
+  constexpr int kWide = kHeads * kChunks;     // chunks of one position's kHeads rows
+  constexpr int kPerPass = kThreads / kWide;  // positions per pass of the block
+  static_assert(kThreads % kWide == 0 && kKeys % kPerPass == 0, "every position copied");
+  static_assert(sizeof(Element) == 2, "16-byte chunks of 8 elements");
+  const Element* k_cache = static_cast<const Element*>(p.k_cache);
+  const Element* v_cache = static_cast<const Element*>(p.v_cache);
+  const int64_t row_elems = int64_t{p.heads_kv} * kD;
+  const bool tile_in_page = !p.paged || p.page_size % kKeys == 0;
+  const int pos0 = tile * kKeys;
+  const int64_t first = tile_in_page ? cache_row(p, b, pos0) : -1;
+  // This thread's chunk of a position: head h, chunk c; its first position i0.
+  const int i0 = threadIdx.x / kWide, h = (threadIdx.x / kChunks) % kHeads,
+            c = threadIdx.x % kChunks;
+  auto dst_of = [&](int i) {  // bytes into the stage
+    const int row = h * kKeys + i;
+    return static_cast<uint32_t>((row * kStride + (kSwizzle ? c ^ (row % 8) : c) * 8) *
+                                 sizeof(Element));
+  };
+  const uint32_t k_smem = smem_u32(sK), v_smem = smem_u32(sV);
+  if (first >= 0 && pos0 + kKeys <= key_end && g0 + kHeads <= p.heads_kv) {
+    const int64_t src = first + i0 * row_elems + int64_t{g0 + h} * kD + c * 8;
+    const int64_t step = kPerPass * row_elems;
+#pragma unroll
+    for (int j = 0; j < kKeys / kPerPass; ++j) {
+      const uint32_t dst = dst_of(i0 + j * kPerPass);
+      cp_async_16(k_smem + dst, k_cache + src + j * step, true);
+      cp_async_16(v_smem + dst, v_cache + src + j * step, true);
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kKeys / kPerPass; ++j) {
+    const int i = i0 + j * kPerPass, pos = pos0 + i;
+    int64_t row = -1;
+    if (pos < key_end && g0 + h < p.heads_kv)
+      row = tile_in_page ? (first < 0 ? -1 : first + i * row_elems) : cache_row(p, b, pos);
+    const bool ok = row >= 0;
+    const int64_t src = ok ? row + int64_t{g0 + h} * kD + c * 8 : 0;
+    const uint32_t dst = dst_of(i);
+    cp_async_16(k_smem + dst, k_cache + src, ok);
+    cp_async_16(v_smem + dst, v_cache + src, ok);
+  }
+}
+
 }  // namespace fa::step12

@@ -256,6 +256,19 @@
 //          The layout's own cost was then measured without any attention arithmetic
 //          (bin/hbm_layouts, h200-hbm-layouts-01f93f1.md): about 1% at B = 8, MHA and at
 //          B = 32, GQA, nothing at B = 32, MHA, the shapes where torch_cudnn loses as much.
+//   m3w4spah2, m3w4spah4  m3w4spa with 2 or 4 neighbouring K/V heads in one block instead of
+//          a cluster (Traits::kHeads): a tile is 32 or 16 positions of every head of the block,
+//          stored head-major so that a warp's 16 rows are still one head's 16 positions (2
+//          warps per head, or one), each position's 512 or 1024 bytes asked for by consecutive
+//          threads (load_tile_heads_async, split_tiles.cuh); Q of every head in shared memory
+//          (104 and 112 KiB: still 2 blocks per SM); the in-block merge over a head's warps
+//          only. No barrier beyond the block's own, so nothing to wait on but the block's data.
+//          With a quarter as many blocks per split, the rule splits 2 or 4 times as often
+//          (wave_splits with heads_per_block): B = 8, MHA and B = 32, GQA go from one split to
+//          2 or 4, with a combine where m3w4spa has none. Predicted from bin/hbm_layouts' bare
+//          copies with 2 and 4 heads per block (h200-hbm-layouts of this commit): B >= 8,
+//          16k/32k: 1.00-1.015x m3w4spa (the layout's ~1% back, less the combine); B = 1
+//          within 2%.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -290,11 +303,16 @@ int blocks_per_sm(const void* kernel, int threads, std::size_t smem) {
 // it the rule would cut B = 8, MHA, 16k into 128 splits to save 6 tile times of 256.
 constexpr long long kFixedTiles = 2;
 
-int wave_splits(const DecodeProblem& p, int sm_count, int rows_per_block, int block_n, int slots) {
-  const long long base =
-      static_cast<long long>(p.batch) * p.heads_kv * row_chunks(p, rows_per_block);
+int wave_splits(const DecodeProblem& p, int sm_count, int rows_per_block, int block_n, int slots,
+                int heads_per_block) {
+  const int heads = std::max(heads_per_block, 1);
+  const long long base = static_cast<long long>(p.batch) * ((p.heads_kv + heads - 1) / heads) *
+                         row_chunks(p, rows_per_block);
   const long long places = static_cast<long long>(std::max(slots, 1)) * std::max(sm_count, 1);
-  const long long tiles = (p.max_kv_len() + block_n - 1) / block_n;
+  const long long keys = block_n / heads;  // positions per tile
+  const long long tiles = (p.max_kv_len() + keys - 1) / keys;
+  // The fixed cost counted in tiles of block_n rows, whatever their positions.
+  const long long fixed = kFixedTiles * heads;
   const long long most =
       std::clamp(tiles / kMinTilesPerSplit, 1LL, static_cast<long long>(kMaxSplits));
   long long best = 1, best_cost = LLONG_MAX;
@@ -302,7 +320,7 @@ int wave_splits(const DecodeProblem& p, int sm_count, int rows_per_block, int bl
     const long long per_split = (tiles + s - 1) / s;
     const long long used = (tiles + per_split - 1) / per_split;  // the splits that get tiles
     const long long waves = (base * used + places - 1) / places;
-    const long long cost = waves * (per_split + kFixedTiles);
+    const long long cost = waves * (per_split + fixed);
     if (cost < best_cost) best = used, best_cost = cost;
   }
   return static_cast<int>(best);
@@ -344,11 +362,18 @@ struct VariantKernels {
     }
   }
   static const void* kernel() { return reinterpret_cast<const void*>(attention()); }
+  static constexpr int heads_per_block() {
+    if constexpr (kMma) {
+      return Traits::kHeads;
+    } else {
+      return 1;
+    }
+  }
   static int num_splits(const DecodeProblem& p, int sm_count) {
-    return wave_splits(p, sm_count, kRows, Traits::kBlockN,
-                       kRuleSlots > 0
-                           ? kRuleSlots
-                           : blocks_per_sm(kernel(), Traits::kThreads, Traits::kSmemBytes));
+    return wave_splits(
+        p, sm_count, kRows, Traits::kBlockN,
+        kRuleSlots > 0 ? kRuleSlots : blocks_per_sm(kernel(), Traits::kThreads, Traits::kSmemBytes),
+        heads_per_block());
   }
   static std::size_t smem_bytes(int) { return Traits::kSmemBytes; }
   template <int kHeadDim, class Element>
@@ -369,10 +394,10 @@ using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, fal
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
           int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0,
           bool kTileTable = false, int kL2Bytes = 0, bool kTileBase = false,
-          bool kLazyRescale = false, int kClusterHeads = 1>
+          bool kLazyRescale = false, int kClusterHeads = 1, int kHeads = 1>
 using Mma = VariantKernels<
     DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly, kSwizzle,
-                    kTileTable, kL2Bytes, kTileBase, kLazyRescale, kClusterHeads>,
+                    kTileTable, kL2Bytes, kTileBase, kLazyRescale, kClusterHeads, kHeads>,
     true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
@@ -457,6 +482,16 @@ struct M3W4SPAC4 : M3W4SPAC<4> {
 struct M3W4SPAC8 : M3W4SPAC<8> {
   static constexpr const char* kName = "m3w4spac8";
   static constexpr const char* kLesson = "m3w4spa, clusters of 8 heads in step, tile by tile";
+};
+template <int kHeads>
+using M3W4SPAH = Mma<3, 4, 64, true, false, 0, false, true, 0, true, 0, true, false, 1, kHeads>;
+struct M3W4SPAH2 : M3W4SPAH<2> {
+  static constexpr const char* kName = "m3w4spah2";
+  static constexpr const char* kLesson = "m3w4spa, 2 K/V heads per block, 2 warps each";
+};
+struct M3W4SPAH4 : M3W4SPAH<4> {
+  static constexpr const char* kName = "m3w4spah4";
+  static constexpr const char* kLesson = "m3w4spa, 4 K/V heads per block, a warp each";
 };
 struct M3W4SPL1 : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 128> {
   static constexpr const char* kName = "m3w4spl1";
@@ -612,7 +647,15 @@ std::vector<DecodeVariant> decode_variants() {
           make<M3W4SPAC8>("m3w4spa with 8 neighbouring heads' blocks as a cluster, one "
                           "cluster barrier per tile",
                           "B>=8, 16k/32k: 1.00-1.02x m3w4spa (2 KiB together; the barrier "
-                          "waits on the slowest of 8); B=1 within 2%")};
+                          "waits on the slowest of 8); B=1 within 2%"),
+          make<M3W4SPAH2>("m3w4spa with 2 neighbouring K/V heads per block (tiles of 32 "
+                          "positions, 2 warps per head)",
+                          "B>=8, 16k/32k: 1.00-1.01x m3w4spa (512-byte runs; a combine "
+                          "where m3w4spa has one split); B=1 within 2%"),
+          make<M3W4SPAH4>("m3w4spa with 4 neighbouring K/V heads per block (tiles of 16 "
+                          "positions, a warp per head)",
+                          "B>=8, 16k/32k: 1.00-1.015x m3w4spa (1 KiB runs; a combine where "
+                          "m3w4spa has one split); B=1 within 2%")};
 }
 
 }  // namespace fa::step12

@@ -37,10 +37,14 @@ int blocks_per_sm(const void* kernel, int threads, std::size_t smem);
 /// launch's time in tile times when every block streams a tile at the same pace
 /// (docs/12-decode.md, "One block's pace") and pays 2 more for its prologue and merge, with
 /// waves(s) = ⌈blocks(s) / (slots · SMs)⌉; the fewest splits on a tie.
+/// With heads_per_block > 1 a block reads that many K/V heads (blocks: ⌈H_kv / heads⌉ per
+/// sequence and row chunk) and a tile holds block_n / heads_per_block positions of each, its
+/// fixed cost still 2 tiles of block_n rows.
 /// \param p the problem \param sm_count the device's SMs \param rows_per_block rows per block
-/// \param block_n keys per tile \param slots blocks per SM (at least 1 is used)
-/// \return the split count
-int wave_splits(const DecodeProblem& p, int sm_count, int rows_per_block, int block_n, int slots);
+/// \param block_n rows of K (or V) per tile \param slots blocks per SM (at least 1 is used)
+/// \param heads_per_block K/V heads per block \return the split count
+int wave_splits(const DecodeProblem& p, int sm_count, int rows_per_block, int block_n, int slots,
+                int heads_per_block = 1);
 
 /// \brief The h23s row's kernel for `splits` splits of p: m2w4s's (2 stages) when the splits
 /// are at least the 3-slot count (wave_splits(p, sm_count, 16, 64, 3)) and give each split at
