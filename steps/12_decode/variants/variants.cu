@@ -266,9 +266,17 @@
 //          With a quarter as many blocks per split, the rule splits 2 or 4 times as often
 //          (wave_splits with heads_per_block): B = 8, MHA and B = 32, GQA go from one split to
 //          2 or 4, with a combine where m3w4spa has none. Predicted from bin/hbm_layouts' bare
-//          copies with 2 and 4 heads per block (h200-hbm-layouts of this commit): B >= 8,
-//          16k/32k: 1.00-1.015x m3w4spa (the layout's ~1% back, less the combine); B = 1
-//          within 2%.
+//          copies with 2 and 4 heads per block: B >= 8, 16k/32k: 1.00-1.015x m3w4spa (the
+//          layout's ~1% back, less the combine); B = 1 within 2%.
+//          Measured (h200-hbm-layouts-be9443a.md, h200-variants-12-be9443a.md): the bare copies
+//          of 4 heads per block read as fast in bnhd as one head per block in bhnd (0.995-
+//          1.003 at B = 8, MHA and B = 32, GQA, where one head per block reads 0.982-0.988),
+//          of 2 heads per block hardly faster (0.984-0.988). The kernels do not follow:
+//          m3w4spah4 0.98-1.01x m3w4spa at B >= 8, 16k/32k (B = 8, MHA, 16k: 4.43 against
+//          4.43, 4 splits and a combine against one split; B = 32, GQA, 32k: 4.48 against
+//          4.46), m3w4spah2 0.99-1.005x; at B = 1 and B = 8, GQA, where the rule splits 2-4
+//          times as finely, 0.81-1.00x. The bytes the layout gives back are spent on the
+//          combine and the extra splits, or on something the copies do not do. Not kept.
 #include <cuda_bf16.h>
 
 #include <algorithm>
