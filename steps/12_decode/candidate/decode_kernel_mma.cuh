@@ -47,7 +47,7 @@ template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, b
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
           bool kSwizzle_ = false, bool kTileTable_ = false, int kL2Bytes_ = 0,
           bool kTileBase_ = false, bool kLazyRescale_ = false, int kClusterHeads_ = 1,
-          int kHeads_ = 1>
+          int kHeads_ = 1, bool kFixedRows_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -103,6 +103,10 @@ struct DecodeTraitsMma {
   // layout a tile's position then asks for kHeads_ · 2 · d contiguous bytes instead of one
   // head's 2 · d. 1: one head per block.
   static constexpr int kHeads = kHeads_;
+  // With kHeads_ > 1: each thread's copies at offsets known at compile time, one swizzled
+  // chunk for all of them (load_tile_heads_async's kFixedRows).
+  static constexpr bool kFixedRows = kFixedRows_;
+  static_assert(!kFixedRows || kHeads > 1, "the fixed rows are those of several heads");
   static_assert(!(kTileBase && kBulk), "the tile's base address: the cp.async copies only");
   static_assert(!(kL2Bytes && kBulk), "the prefetch size qualifies the cp.async copies only");
   static constexpr int kWarps = kWarps_;
@@ -336,8 +340,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
         }
       }
     } else if constexpr (kG > 1) {
-      load_tile_heads_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, kG>(
-          p, b, g, tile, key_end, sK, sV);
+      load_tile_heads_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, kG,
+                            Traits::kFixedRows>(p, b, g, tile, key_end, sK, sV);
     } else {
       load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, Traits::kTileTable,
                       Traits::kL2Bytes, Traits::kTileBase>(p, b, g, tile, key_end, sK, sV);

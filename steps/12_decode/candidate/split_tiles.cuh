@@ -170,7 +170,12 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
 /// are zero-filled and read nothing. A tile whose keys are all attended to, in one page (or the
 /// contiguous cache), with every head present, is copied from one base address per thread plus
 /// a fixed stride, as kTileBase does for one head.
-template <int kD, int kN, int kStride, int kThreads, bool kSwizzle, int kHeads, class Element>
+/// kFixedRows: thread x copies chunk x % (d / 8) of positions x / (d / 8) + 8s of every head
+/// instead, so that its rows in shared memory keep one row % 8, hence one swizzled chunk, and
+/// its copies differ by offsets known at compile time (one 16-byte chunk of 8 positions and one
+/// head per instruction of the block; a position's kHeads rows from consecutive instructions).
+template <int kD, int kN, int kStride, int kThreads, bool kSwizzle, int kHeads,
+          bool kFixedRows = false, class Element>
 __device__ __forceinline__ void load_tile_heads_async(const DecodeParams& p, int b, int g0,
                                                       int tile, int key_end, Element* sK,
                                                       Element* sV) {
@@ -195,6 +200,44 @@ __device__ __forceinline__ void load_tile_heads_async(const DecodeParams& p, int
                                  sizeof(Element));
   };
   const uint32_t k_smem = smem_u32(sK), v_smem = smem_u32(sV);
+  if constexpr (kFixedRows) {
+    constexpr int kPositions = kThreads / kChunks;  // positions per pass: 8 at d = 128
+    static_assert(
+        kThreads % kChunks == 0 && kKeys % kPositions == 0 && (!kSwizzle || kPositions % 8 == 0),
+        "a thread's rows keep one row % 8");
+    const int pi = threadIdx.x / kChunks, ci = threadIdx.x % kChunks;
+    const uint32_t dst0 = static_cast<uint32_t>(
+        (pi * kStride + (kSwizzle ? ci ^ (pi % 8) : ci) * 8) * sizeof(Element));
+    constexpr uint32_t kRowBytes = kStride * sizeof(Element);
+    if (first >= 0 && pos0 + kKeys <= key_end && g0 + kHeads <= p.heads_kv) {
+      const int64_t src0 = first + pi * row_elems + int64_t{g0} * kD + ci * 8;
+#pragma unroll
+      for (int hh = 0; hh < kHeads; ++hh)
+#pragma unroll
+        for (int j = 0; j < kKeys / kPositions; ++j) {
+          const int64_t src = src0 + j * kPositions * row_elems + hh * kD;
+          const uint32_t dst = dst0 + (hh * kKeys + j * kPositions) * kRowBytes;
+          cp_async_16(k_smem + dst, k_cache + src, true);
+          cp_async_16(v_smem + dst, v_cache + src, true);
+        }
+      return;
+    }
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh)
+#pragma unroll
+      for (int j = 0; j < kKeys / kPositions; ++j) {
+        const int i = pi + j * kPositions, pos = pos0 + i;
+        int64_t row = -1;
+        if (pos < key_end && g0 + hh < p.heads_kv)
+          row = tile_in_page ? (first < 0 ? -1 : first + i * row_elems) : cache_row(p, b, pos);
+        const bool ok = row >= 0;
+        const int64_t src = ok ? row + int64_t{g0 + hh} * kD + ci * 8 : 0;
+        const uint32_t dst = dst0 + (hh * kKeys + j * kPositions) * kRowBytes;
+        cp_async_16(k_smem + dst, k_cache + src, ok);
+        cp_async_16(v_smem + dst, v_cache + src, ok);
+      }
+    return;
+  }
   if (first >= 0 && pos0 + kKeys <= key_end && g0 + kHeads <= p.heads_kv) {
     const int64_t src = first + i0 * row_elems + int64_t{g0 + h} * kD + c * 8;
     const int64_t step = kPerPass * row_elems;

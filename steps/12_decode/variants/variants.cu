@@ -277,6 +277,16 @@
 //          4.46), m3w4spah2 0.99-1.005x; at B = 1 and B = 8, GQA, where the rule splits 2-4
 //          times as finely, 0.81-1.00x. The bytes the layout gives back are spent on the
 //          combine and the extra splits, or on something the copies do not do. Not kept.
+//   m3w4spah4f  m3w4spah4 with its copies laid out as kTileBase's (Traits::kFixedRows):
+//          thread t copies chunk t % 16 of positions t / 16 and t / 16 + 8 of each of the 4
+//          heads, so that its 8 rows in shared memory share one row % 8 (one swizzled chunk)
+//          and its 16 copies (K and V) lie at offsets known at compile time; m3w4spah4's
+//          thread computes a swizzled chunk per copy. Why: at B = 32, MHA, where both run one
+//          split and no combine, m3w4spah4 read 0.99x m3w4spa where its bare copies read
+//          1.004x; kTileBase showed the copies' address arithmetic to cost 2-4%. Each
+//          instruction of the block now asks for 8 positions' 256 bytes of one head, a
+//          position's 1 KiB coming from 4 consecutive instructions. Predicted: B >= 8, 16k/32k:
+//          1.00-1.02x m3w4spah4; B = 1 as m3w4spah4 within 2%.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -402,11 +412,11 @@ using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, fal
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
           int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0,
           bool kTileTable = false, int kL2Bytes = 0, bool kTileBase = false,
-          bool kLazyRescale = false, int kClusterHeads = 1, int kHeads = 1>
-using Mma = VariantKernels<
-    DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly, kSwizzle,
-                    kTileTable, kL2Bytes, kTileBase, kLazyRescale, kClusterHeads, kHeads>,
-    true, kRuleSlots>;
+          bool kLazyRescale = false, int kClusterHeads = 1, int kHeads = 1, bool kFixedRows = false>
+using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch,
+                                           kEarly, kSwizzle, kTileTable, kL2Bytes, kTileBase,
+                                           kLazyRescale, kClusterHeads, kHeads, kFixedRows>,
+                           true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
   static constexpr const char* kName = "s3w4";
@@ -491,8 +501,9 @@ struct M3W4SPAC8 : M3W4SPAC<8> {
   static constexpr const char* kName = "m3w4spac8";
   static constexpr const char* kLesson = "m3w4spa, clusters of 8 heads in step, tile by tile";
 };
-template <int kHeads>
-using M3W4SPAH = Mma<3, 4, 64, true, false, 0, false, true, 0, true, 0, true, false, 1, kHeads>;
+template <int kHeads, bool kFixedRows = false>
+using M3W4SPAH =
+    Mma<3, 4, 64, true, false, 0, false, true, 0, true, 0, true, false, 1, kHeads, kFixedRows>;
 struct M3W4SPAH2 : M3W4SPAH<2> {
   static constexpr const char* kName = "m3w4spah2";
   static constexpr const char* kLesson = "m3w4spa, 2 K/V heads per block, 2 warps each";
@@ -500,6 +511,10 @@ struct M3W4SPAH2 : M3W4SPAH<2> {
 struct M3W4SPAH4 : M3W4SPAH<4> {
   static constexpr const char* kName = "m3w4spah4";
   static constexpr const char* kLesson = "m3w4spa, 4 K/V heads per block, a warp each";
+};
+struct M3W4SPAH4F : M3W4SPAH<4, true> {
+  static constexpr const char* kName = "m3w4spah4f";
+  static constexpr const char* kLesson = "m3w4spah4, each thread's copies at fixed offsets";
 };
 struct M3W4SPL1 : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 128> {
   static constexpr const char* kName = "m3w4spl1";
@@ -663,7 +678,12 @@ std::vector<DecodeVariant> decode_variants() {
           make<M3W4SPAH4>("m3w4spa with 4 neighbouring K/V heads per block (tiles of 16 "
                           "positions, a warp per head)",
                           "B>=8, 16k/32k: 1.00-1.015x m3w4spa (1 KiB runs; a combine where "
-                          "m3w4spa has one split); B=1 within 2%")};
+                          "m3w4spa has one split); B=1 within 2%"),
+          make<M3W4SPAH4F>("m3w4spah4 with thread t copying chunk t % 16 of positions t / 16 "
+                           "+ 8s of all 4 heads: offsets fixed at compile time, one swizzled "
+                           "chunk",
+                           "B>=8, 16k/32k: 1.00-1.02x m3w4spah4 (its loss to m3w4spa at one "
+                           "split, B=32 MHA, taken for the copies' address arithmetic)")};
 }
 
 }  // namespace fa::step12
