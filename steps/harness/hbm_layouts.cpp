@@ -10,14 +10,17 @@
 //   build/bin/hbm_layouts                                   # B = 8, 32; H_kv = 32, 8; 16k, 32k
 //   build/bin/hbm_layouts --batches 8 --caches 16384 --out-md out/layouts.md
 //
-// One block per (head, sequence) and no split of the keys: where the decoding rule splits (few
-// heads and sequences, e.g. B = 8 with 8 K/V heads: 64 blocks), the program's grid is smaller
-// than the kernels' and does not fill the GPU, and its figures there are not the kernels'.
-// --heads-per-block 1,2,4 also times blocks that copy 2 or 4 neighbouring heads (in bnhd, 512
-// or 1024 contiguous bytes per position), each head group's positions split in as many runs so
-// that the grid keeps its blocks and their bytes (the decoding variants m3w4spah2, m3w4spah4).
+// By default one block per (head, sequence) and no split of the keys: where the decoding rule
+// splits (few heads and sequences, e.g. B = 8 with 8 K/V heads: 64 blocks), the program's grid
+// is smaller than the kernels' and does not fill the GPU, and its figures there are not the
+// kernels'. --heads-per-block 1,2,4 also times blocks that copy 2 or 4 neighbouring heads (in
+// bnhd, 512 or 1024 contiguous bytes per position), each head group's positions split in as many
+// runs so that the grid keeps batch · H_kv blocks of the same bytes whatever the heads per
+// block (the decoding variants m3w4spah2, m3w4spah4 split by their own rule instead, e.g. once
+// at B = 32 with 32 K/V heads).
 // Rows of 256 bytes (d = 128 in 16 bits), filled with N(0, 1) values on the device. Each layout
-// is timed twice, in the order bhnd, bnhd, bhnd, bnhd, each time the median of --reps runs after
+// is timed twice, in the order bhnd, bnhd for each heads-per-block value, then all again (one
+// head per block alone: bhnd, bnhd, bhnd, bnhd), each time the median of --reps runs after
 // --warmup, a GPU spin before each run; the table shows their mean and how far apart they were. A
 // streaming read of the K cache alone (the decoding benchmark's HBM yardstick, a grid-stride loop)
 // is timed at every shape beside them. New inputs made after a freed shape's wait until a streaming
@@ -170,27 +173,28 @@ int main(int argc, char** argv) {
         }
     std::string md = "# Reading a K/V cache's rows in its two layouts (d = 128, 16-bit rows)\n\n";
     if (!meta.empty()) md += meta + "\n\n";
-    md +=
-        "K+V bytes read per second (TB/s, 10^12 bytes/s), each the median of " +
-        std::to_string(reps) + " runs after " + std::to_string(warmup) +
-        " warm-ups, a GPU spin of " + std::to_string(spin_cycles) +
-        " cycles before each run (build/bin/hbm_layouts). One block of 128 threads per (head, "
-        "sequence) copies its head's rows of K and V into shared memory as the decoding "
-        "candidate does (tiles of 64 rows of each, three stages, 16-byte cp.async, thread t "
-        "chunk t % 16 of rows t / 16 + 8i, two blocks per SM), nothing computed "
-        "(fa::bench::kv_rows_read), the cache laid out bhnd ([B, H_kv, N, d], one head's rows "
-        "one after the other: PyTorch's layout) or bnhd ([B, N, H_kv, d], a position's rows of "
-        "every head side by side: the decoding step's cache); each layout timed twice, in the "
-        "order bhnd, bnhd, bhnd, bnhd, each layout's column the mean of its two runs, *runs apart* "
-        "the larger difference between a layout's two runs. *heads per block*: 1, or a block "
-        "copies that many neighbouring heads (tiles of 64 / heads positions of each; in bnhd "
-        "heads · 256 contiguous bytes per position), each head group's positions split in as "
-        "many runs, grid (runs, head groups, sequences): as many blocks of as many bytes. "
-        "*bnhd / bhnd, 1 head*: bnhd over the same shape's bhnd with one head per block. "
-        "*stream*: the K cache read by a grid-stride streaming "
-        "loop (the decoding benchmark's HBM yardstick). HBM read bandwidth measured at the "
-        "start: " +
-        fixed(yardstick.tbps, 2) + " TB/s (" + std::to_string(hbm_gib) + " GiB).\n\n";
+    md += "K+V bytes read per second (TB/s, 10^12 bytes/s), each the median of " +
+          std::to_string(reps) + " runs after " + std::to_string(warmup) +
+          " warm-ups, a GPU spin of " + std::to_string(spin_cycles) +
+          " cycles before each run (build/bin/hbm_layouts). One block of 128 threads per (head, "
+          "sequence) copies its head's rows of K and V into shared memory as the decoding "
+          "candidate does (tiles of 64 rows of each, three stages, 16-byte cp.async, thread t "
+          "chunk t % 16 of rows t / 16 + 8i, two blocks per SM; with h heads per block, chunk "
+          "t % 16h of a position's h rows, positions t / 16h + (8 / h)i), nothing computed "
+          "(fa::bench::kv_rows_read), the cache laid out bhnd ([B, H_kv, N, d], one head's rows "
+          "one after the other: PyTorch's layout) or bnhd ([B, N, H_kv, d], a position's rows of "
+          "every head side by side: the decoding step's cache); each layout timed twice, in the "
+          "order bhnd, bnhd for each heads-per-block value, then all again, each layout's column "
+          "the mean of its two runs, *runs apart* "
+          "the larger difference between a layout's two runs. *heads per block*: 1, or a block "
+          "copies that many neighbouring heads (tiles of 64 / heads positions of each; in bnhd "
+          "heads · 256 contiguous bytes per position), each head group's positions split in as "
+          "many runs, grid (runs, head groups, sequences): as many blocks of as many bytes. "
+          "*bnhd / bhnd, 1 head*: bnhd over the same shape's bhnd with one head per block. "
+          "*stream*: the K cache read by a grid-stride streaming "
+          "loop (the decoding benchmark's HBM yardstick). HBM read bandwidth measured at the "
+          "start: " +
+          fixed(yardstick.tbps, 2) + " TB/s (" + std::to_string(hbm_gib) + " GiB).\n\n";
     md +=
         "| B | H_kv | N | heads per block | stream | bhnd | bnhd | bnhd / bhnd | bnhd / bhnd, 1 "
         "head | runs apart |\n"

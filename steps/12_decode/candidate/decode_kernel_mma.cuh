@@ -104,7 +104,9 @@ struct DecodeTraitsMma {
   // head's 2 · d. 1: one head per block.
   static constexpr int kHeads = kHeads_;
   // With kHeads_ > 1: each thread's copies at offsets known at compile time, one swizzled
-  // chunk for all of them (load_tile_heads_async's kFixedRows).
+  // chunk for all of them (load_tile_heads_async's kFixedRows). With kHeads_ > 1 the copies
+  // are load_tile_heads_async's, which has a whole-tile path of its own; kTileTable_,
+  // kTileBase_ and kL2Bytes_ then do not apply.
   static constexpr bool kFixedRows = kFixedRows_;
   static_assert(!kFixedRows || kHeads > 1, "the fixed rows are those of several heads");
   static_assert(!(kTileBase && kBulk), "the tile's base address: the cp.async copies only");

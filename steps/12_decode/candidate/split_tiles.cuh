@@ -173,7 +173,9 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
 /// kFixedRows: thread x copies chunk x % (d / 8) of positions x / (d / 8) + 8s of every head
 /// instead, so that its rows in shared memory keep one row % 8, hence one swizzled chunk, and
 /// its copies differ by offsets known at compile time (one 16-byte chunk of 8 positions and one
-/// head per instruction of the block; a position's kHeads rows from consecutive instructions).
+/// head per instruction of the block; a position's kHeads rows from a few instructions apart).
+/// With kHeads > 1 the kernel copies only through this function: its own whole-tile path
+/// stands in for kTileBase, and kTileTable and kL2Bytes do not apply.
 template <int kD, int kN, int kStride, int kThreads, bool kSwizzle, int kHeads,
           bool kFixedRows = false, class Element>
 __device__ __forceinline__ void load_tile_heads_async(const DecodeParams& p, int b, int g0,

@@ -61,7 +61,8 @@ struct Cell {
 
 // The check's problems (bf16, d = 128) and split counts (0: the row's rule): a partial tile,
 // empty splits, GQA with causal new tokens, two row chunks, each page size's lookup path,
-// a contiguous cache longer than the sequences.
+// a contiguous cache longer than the sequences, and K/V heads that do not fill the last group of
+// a block of several heads (6 heads: 4 + 2, and 2 + 2 + 2) with pages of 16.
 std::vector<std::pair<DecodeProblem, int>> check_problems() {
   using fa::test::contiguous;
   using fa::test::paged;
@@ -79,7 +80,8 @@ std::vector<std::pair<DecodeProblem, int>> check_problems() {
           {contiguous(bf16(shapes(8, 1, 128, 2, {300, 77}))), 0},
           {paged(bf16(shapes(8, 2, 128, 1, {3000, 1000})), 64, 7), 0},
           {paged(bf16(shapes(32, 8, 128, 1, {5000, 130})), 256, 8), 3},
-          {contiguous(bf16(shapes(32, 32, 128, 1, {2000})), 2100), 0}};
+          {contiguous(bf16(shapes(32, 32, 128, 1, {2000})), 2100), 0},
+          {paged(bf16(shapes(12, 6, 128, 2, {300, 45})), 16, 10), 3}};
 }
 
 // "ok (N problems)", or the first problem it fails and why.
