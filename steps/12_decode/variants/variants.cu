@@ -289,6 +289,10 @@
 //          instruction of the block now asks for 8 positions' 256 bytes of one head, a
 //          position's 1 KiB from 4 instructions a few apart. Predicted: B >= 8, 16k/32k:
 //          1.00-1.02x m3w4spah4; B = 1 as m3w4spah4 within 2%.
+//          Measured (h200-variants-12-6b61e60.md, the eleven-problem check; sanitizer's four
+//          tools on the checks of m3w4spah2/4/4f clean, h200-sanitizer-12-variants-6b61e60.txt):
+//          level with m3w4spah4 (1.00-1.01x at B >= 8, B = 1 within 1.5%): the copies'
+//          address arithmetic is not what m3w4spah4 loses at B = 32, MHA. Not kept.
 #include <cuda_bf16.h>
 
 #include <algorithm>
