@@ -275,17 +275,19 @@
 //          m3w4spah4 0.98-1.01x m3w4spa at B >= 8, 16k/32k (B = 8, MHA, 16k: 4.43 against
 //          4.43, 4 splits and a combine against one split; B = 32, GQA, 32k: 4.48 against
 //          4.46; B = 8, GQA the lowest), m3w4spah2 0.99-1.005x; at B = 1, where the rule splits
-//          up to 128 times, m3w4spah4 0.81-0.98x, m3w4spah2 0.94-1.00x. Where the bytes the
-//          layout gives back go is not measured: at B = 32, MHA, one split and no combine for
-//          both, m3w4spah4 still reads 0.99x m3w4spa. Not kept.
+//          up to 128 times, m3w4spah4 0.81-0.98x, m3w4spah2 0.94-1.00x. Under Nsight Compute
+//          (h200-ncu-decode-m3w4spa-96cbe74.txt, B = 8, MHA, 16k) m3w4spah4's attention kernel
+//          alone takes 0.7% less time than m3w4spa's, half the copies' gain; its 4 splits' combine
+//          then takes about as much. Not kept.
 //   m3w4spah4f  m3w4spah4 with its copies laid out as kTileBase's (Traits::kFixedRows):
 //          thread t copies chunk t % 16 of positions t / 16 and t / 16 + 8 of each of the 4
 //          heads, so that its 8 rows in shared memory share one row % 8 (one swizzled chunk)
 //          and its 16 copies (K and V) lie at offsets known at compile time; m3w4spah4's
 //          thread computes a swizzled chunk per copy. Why: at B = 32, MHA, where both run one
 //          split and no combine, m3w4spah4 read 0.99x m3w4spa, where bare copies of 4 heads
-//          per block read 1.004x those of one (in 4 runs of positions each, not one);
-//          kTileBase showed the copies' address arithmetic to cost 2-4%. Each
+//          per block read 1.004x those of one (in 4 parts of the positions each, not one; and
+//          in the run below m3w4spah4 read 1.00-1.01x there: the 0.99 was within the runs'
+//          spread); kTileBase showed the copies' address arithmetic to cost 2-4%. Each
 //          instruction of the block now asks for 8 positions' 256 bytes of one head, a
 //          position's 1 KiB from 4 instructions a few apart. Predicted: B >= 8, 16k/32k:
 //          1.00-1.02x m3w4spah4; B = 1 as m3w4spah4 within 2%.
