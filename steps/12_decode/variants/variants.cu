@@ -263,7 +263,7 @@
 //          threads (load_tile_heads_async, split_tiles.cuh); Q of every head in shared memory
 //          (104 and 112 KiB: still 2 blocks per SM); the in-block merge over a head's warps
 //          only. No barrier beyond the block's own, so nothing to wait on but the block's data.
-//          With a quarter as many blocks per split, the rule splits 2 or 4 times as often
+//          With half or a quarter as many blocks, the rule splits up to 2 or 4 times as finely
 //          (wave_splits with heads_per_block): B = 8, MHA and B = 32, GQA go from one split to
 //          2 or 4, with a combine where m3w4spa has none. Predicted from bin/hbm_layouts' bare
 //          copies with 2 and 4 heads per block: B >= 8, 16k/32k: 1.00-1.015x m3w4spa (the
@@ -294,7 +294,7 @@
 //          Measured (h200-variants-12-6b61e60.md, the eleven-problem check; sanitizer's four
 //          tools on the checks of m3w4spah2/4/4f clean, h200-sanitizer-12-variants-6b61e60.txt):
 //          level with m3w4spah4 (1.00-1.01x at B >= 8, B = 1 within 1.5%): the copies'
-//          address arithmetic is not what m3w4spah4 loses at B = 32, MHA. Not kept.
+//          address arithmetic does not move its speed. Not kept.
 #include <cuda_bf16.h>
 
 #include <algorithm>
