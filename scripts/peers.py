@@ -45,7 +45,12 @@ request; torch_naive has no decode pass). Records carry "pass": "decode", the sh
 bench_decode's records (batch, heads_q, heads_kv, q_len, cache, layout "contiguous"), its
 record name without the split count, kv_bytes (every K and V row read once) and tbps (kv_bytes
 per second, 10¹² bytes/s); scripts/make_results.py --decode relates them to the HBM read
-bandwidth bench_decode measured in the same run.
+bandwidth bench_decode measured in the same run. After a shape's inputs are made, the decode
+pass waits until a sum over a 1 GiB bf16 buffer kept for the pass reads at 95% of its speed
+measured at the start again (at most 5 s; --no-hbm-wait: no wait), as bench_decode waits: for
+some tens of milliseconds after a large free the device reads slower (docs/12-decode.md, The
+benchmark's order). Each record carries the wait before its shape, hbm_wait_ms (0: at speed at
+the first probe), and hbm_wait_gave_up when the 5 s passed first.
 
 A backend that does not support a configuration is skipped with a one-line note; so is a
 configuration that runs out of memory. The JSON file is rewritten after every measurement,
@@ -87,6 +92,10 @@ DTYPE_NAMES = ("fp32", "fp16", "bf16")
 DECODE_IMPLS = ("torch_cudnn", "torch_flash", "torch_efficient")
 # --pass decode: K and V as [B, H_kv, N, d] (PyTorch's) or [B, N, H_kv, d] (the step's cache).
 KV_LAYOUTS = ("bhnd", "bnhd")
+# --pass decode: wait after new inputs until a 1 GiB sum reads at this fraction of its speed
+# at the start, for at most this long, probing this often (bin/bench_decode's numbers).
+HBM_WAIT_FRACTION, HBM_WAIT_MAX_S, HBM_WAIT_INTERVAL_S = 0.95, 5.0, 0.01
+HBM_PROBE_BYTES = 1 << 30
 DEFAULT_NS = (512, 1024, 2048, 4096, 8192, 16384)
 QUICK_NS = (1024, 4096)
 
@@ -149,6 +158,12 @@ def parse_args(argv=None):
                           "record's impl is the backend's name + _bnhd")
     dec.add_argument("--max-cache-gib", type=float, default=40.0,
                      help="refuse a shape whose K and V together exceed this many GiB")
+    dec.add_argument("--no-hbm-wait", action="store_true",
+                     help="time a shape as soon as its inputs are made, without first waiting "
+                          f"(at most {HBM_WAIT_MAX_S:g} s) until a sum over a 1 GiB buffer kept "
+                          f"for it reads at {round(100 * HBM_WAIT_FRACTION)}%% of its speed at the start "
+                          "again after the previous shape's tensors were freed (the decoding "
+                          "programs' wait, bin/bench_decode)")
     p.add_argument("--reps", type=int, default=20, help="timed runs per measurement")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs per measurement")
     p.add_argument("--queue-ahead-cycles", type=int, default=1_000_000,
@@ -178,6 +193,8 @@ def parse_args(argv=None):
     if args.kv_layouts != ["bhnd"]:
         p.error(f"--kv-layouts {','.join(args.kv_layouts)}: only with --pass decode (the other "
                 "passes time both layouts of the benchmark's own)")
+    if args.no_hbm_wait:
+        p.error("--no-hbm-wait: only with --pass decode (the only pass that waits)")
     if args.quick:
         args.ns = list(QUICK_NS)
     if args.reps < 1:
@@ -427,10 +444,46 @@ def main(argv=None):
         doc["skipped"].append(dict(base, impl=impl, reason=reason))
         write_json(args.out, doc)
 
+    def probe_tbps(buf, runs):
+        """TB/s of a sum over buf (bytes read over the median of `runs` event-timed sums)."""
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        times = []
+        for _ in range(runs):
+            start.record()
+            buf.sum()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        return buf.numel() * buf.element_size() / (statistics.median(times) * 1e-3) / 1e12
+
+    hbm = {}  # the decode pass's probe buffer and its speed at the start
+
+    def wait_for_hbm():
+        """(ms waited, at speed): probes until the sum reads at HBM_WAIT_FRACTION of its
+        speed at the start, for at most HBM_WAIT_MAX_S; 0 ms when the first probe is."""
+        t0, probes = time.monotonic(), 0
+        while True:
+            probes += 1
+            at_speed = probe_tbps(hbm["buf"], 3) >= HBM_WAIT_FRACTION * hbm["tbps"]
+            waited = time.monotonic() - t0
+            if at_speed or waited >= HBM_WAIT_MAX_S:
+                return (0.0 if at_speed and probes == 1 else waited * 1e3), at_speed
+            time.sleep(HBM_WAIT_INTERVAL_S)
+
     def decode_pass():
         """One decoding step per shape, K/V layout and backend: q [B, H_q, q_len, d] against K,
         V [B, H_kv, N, d] (or its view of [B, N, H_kv, d]) with enable_gqa; a bottom-right
         causal mask among the new tokens."""
+        if not args.no_hbm_wait:
+            hbm["buf"] = torch.empty(HBM_PROBE_BYTES // 2, device=device,
+                                     dtype=torch.bfloat16).normal_()
+            hbm["tbps"] = probe_tbps(hbm["buf"], 5)
+            doc["hbm_wait"] = dict(probe="sum of a 1 GiB bf16 buffer", probe_tbps=hbm["tbps"],
+                                   fraction=HBM_WAIT_FRACTION, max_seconds=HBM_WAIT_MAX_S)
+            log(f"peers: new inputs wait until a sum over a kept 1 GiB buffer reads at "
+                f"{HBM_WAIT_FRACTION:.0%} of {hbm['tbps']:.2f} TB/s, its speed now "
+                f"(at most {HBM_WAIT_MAX_S:g} s)")
         for b, hkv, n, d, dtype_name in decode_shapes(args):
             for kv_layout in args.kv_layouts:
                 if deadline.passed():
@@ -471,6 +524,14 @@ def main(argv=None):
                 skip(name_of(impl), base, shape, "out of memory (inputs)")
             return
         kv_bytes = fa_perf.decode_kv_bytes(b, hkv, n, d, dtype_name)
+        if not args.no_hbm_wait:
+            waited_ms, at_speed = wait_for_hbm()
+            base["hbm_wait_ms"] = waited_ms
+            if not at_speed:
+                base["hbm_wait_gave_up"] = True
+            if waited_ms > 0:
+                log(f"{shape}: {'waited' if at_speed else 'gave up after'} {waited_ms:.0f} ms "
+                    f"for the probe to read at {HBM_WAIT_FRACTION:.0%} again")
         for impl in args.impls:
             backend = getattr(SDPBackend, dict(IMPLS)[impl], None) if SDPBackend else None
             if backend is None:

@@ -20,6 +20,10 @@ conventions/peers_timing.
      [B, N, H_kv, d] seen through a transpose, its records named impl_bnhd; the refusing
      backend's K and V expanded in the layout measured; an unknown, empty or repeated layout,
      or the option outside --pass decode, refused by name.
+  5. --pass decode waits for the HBM: a sum over a kept buffer timed at the start (5 runs) and
+     after each shape's inputs are made, before the shape's first call (3 runs; the stand-in
+     reads at speed at once, so no more), never between a measurement's events; each record
+     says it waited 0 ms; --no-hbm-wait makes no probe, and is refused outside --pass decode.
 
 Exit status 0 when every check holds, 1 otherwise (each failure printed). Standard library.
 """
@@ -77,6 +81,22 @@ class Tensor:
     def tril_(self, k):
         return self
 
+    def normal_(self):
+        return self
+
+    def sum(self):  # the decode pass's HBM probe
+        _log("probe")
+        return Tensor(())
+
+    def numel(self):
+        n = 1
+        for x in self.shape:
+            n *= x
+        return n
+
+    def element_size(self):
+        return 2
+
     def repeat_interleave(self, n, dim):
         _log(f"expand dim {dim}")
         shape = list(self.shape)
@@ -95,6 +115,10 @@ def randn(*shape, device=None, dtype=None, requires_grad=False):
 
 
 def ones(*shape, device=None, dtype=None):
+    return Tensor(shape)
+
+
+def empty(*shape, device=None, dtype=None):
     return Tensor(shape)
 
 
@@ -244,11 +268,24 @@ def write(path, text):
         f.write(text)
 
 
+def without_probes(log):
+    """The log without the decode pass's HBM probes (event, probe, event)."""
+    out = list(log)
+    i = 0
+    while i + 2 < len(out):
+        if out[i:i + 3] == ["event", "probe", "event"]:
+            del out[i:i + 3]
+        else:
+            i += 1
+    return out
+
+
 def measurements(log):
     """The log split into measurements: each starts at the first call after the inputs
-    (randn) or after the previous measurement's last event; returns lists of lines."""
+    (randn) or after the previous measurement's last event; returns lists of lines. The HBM
+    probes are left out (without_probes)."""
     out, current = [], []
-    for line in log:
+    for line in without_probes(log):
         if line.startswith(("shape ", "transpose ")):  # the inputs' making, not a call
             continue
         if line.startswith("randn"):
@@ -334,6 +371,20 @@ def check(tmp, kind):
         expect(not doc.get("skipped"), f"nothing skipped: {doc.get('skipped')}")
         expect("forward-without-gqa" not in log,
                "--pass decode calls SDPA with enable_gqa, or on K and V expanded to H_q heads")
+        # The HBM wait: 5 probes at the start, 3 after the shape's inputs (at speed at once),
+        # all before the shape's first call, none left once the probes are taken out.
+        last_input = max(i for i, x in enumerate(log) if x.startswith("randn"))
+        first_call = min(i for i, x in enumerate(log) if x in ("forward", "refused"))
+        probes = [i for i, x in enumerate(log) if x == "probe"]
+        expect(len(probes) == 8 and all(i < first_call for i in probes)
+               and sum(i > last_input for i in probes) == 3
+               and "probe" not in without_probes(log),
+               f"--pass decode: 5 HBM probes at the start and 3 after the inputs, each between "
+               f"its own events, before the first call: {log}")
+        expect(all(x.get("hbm_wait_ms") == 0 and "hbm_wait_gave_up" not in x
+                   for x in doc.get("results", []))
+               and doc.get("hbm_wait", {}).get("fraction") == 0.95,
+               f"--pass decode: each record says it waited 0 ms, the file the wait's rule: {doc}")
         results = []  # the FLOP checks below are the attention passes'
     flops_of = fa_perf.attention_backward_flops if backward else fa_perf.attention_flops
     for rec in results:
@@ -407,12 +458,27 @@ def check_kv_layouts(tmp):
            f"an unknown --kv-layouts is refused by name: {bad.stderr}")
 
 
+def check_no_hbm_wait(tmp):
+    """--no-hbm-wait: no probe, no wait in the records; outside --pass decode refused."""
+    r, log, doc = run_peers(tmp, "decode", ("--no-hbm-wait",))
+    expect(r.returncode == 0 and len(doc.get("results", [])) == 2,
+           f"--no-hbm-wait exits 0 with 2 records: {r.stdout}{r.stderr}")
+    expect("probe" not in log and "hbm_wait" not in doc
+           and not any("hbm_wait_ms" in x for x in doc.get("results", [])),
+           f"--no-hbm-wait: no probe and no wait recorded: {log} {doc}")
+    bad = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "peers.py"), "--pass",
+                          "forward", "--no-hbm-wait"], capture_output=True, text=True)
+    expect(bad.returncode == 2 and "only with --pass decode" in bad.stderr,
+           f"--no-hbm-wait outside --pass decode is refused: {bad.stderr}")
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         check(tmp, "forward")
         check(tmp, "backward")
         check(tmp, "decode")
         check_kv_layouts(tmp)
+        check_no_hbm_wait(tmp)
     if failures:
         print(f"check_peers_timing.py: {len(failures)} check(s) failed")
         return 1
