@@ -150,29 +150,31 @@ struct DecodeTraitsMma {
 
 // The bulk copy and its mbarrier (sm_90): what step 08's hopper.cuh does with a tensor map,
 // here for one contiguous row of K or V at a time, whatever the cache's layout or pages.
+// FA_DECODE_SM90: compiled for sm_90 or newer, where these instructions, the cluster barrier
+// and griddepcontrol exist; below it each helper is empty (or a __syncthreads).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define FA_DECODE_BULK 1
+#define FA_DECODE_SM90 1
 #else
-#define FA_DECODE_BULK 0
+#define FA_DECODE_SM90 0
 #endif
 __device__ __forceinline__ void bulk_mbar_init(uint32_t bar, int count) {
-#if FA_DECODE_BULK
+#if FA_DECODE_SM90
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 #endif
 }
 __device__ __forceinline__ void bulk_fence_init() {
-#if FA_DECODE_BULK
+#if FA_DECODE_SM90
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #endif
 }
 /// \brief Orders this thread's generic-proxy writes to shared memory before later bulk copies.
 __device__ __forceinline__ void bulk_fence_proxy() {
-#if FA_DECODE_BULK
+#if FA_DECODE_SM90
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void bulk_arrive(uint32_t bar, uint32_t bytes) {
-#if FA_DECODE_BULK
+#if FA_DECODE_SM90
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
 #endif
@@ -181,7 +183,7 @@ __device__ __forceinline__ void bulk_arrive(uint32_t bar, uint32_t bytes) {
 /// bytes completed on the mbarrier `bar`. One thread issues it.
 __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes,
                                           uint32_t bar) {
-#if FA_DECODE_BULK
+#if FA_DECODE_SM90
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
           "r"(dst),
@@ -191,7 +193,7 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
 }
 /// \brief Asks L2 to fetch `bytes` (a multiple of 16) at `src` (16-byte aligned), no waiting.
 __device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-#if FA_DECODE_BULK
+#if FA_DECODE_SM90
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 #endif
 }
@@ -199,14 +201,14 @@ __device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes
 /// (release and acquire, so it orders shared memory as __syncthreads does); a launch without
 /// a cluster is a cluster of one block. Called by whole warps.
 __device__ __forceinline__ void cluster_sync() {
-#if FA_DECODE_BULK
+#if FA_DECODE_SM90
   asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
 #else
   __syncthreads();
 #endif
 }
 __device__ __forceinline__ void bulk_wait(uint32_t bar, uint32_t parity) {
-#if FA_DECODE_BULK
+#if FA_DECODE_SM90
   uint32_t done = 0;
   do {
     asm volatile(
@@ -279,7 +281,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int row0 = chunk * kR;
   const int rows = min(kR, p.group * p.q_len - row0);
 
-#if FA_DECODE_BULK
+#if FA_DECODE_SM90
   if constexpr (Traits::kEarlyTrigger)
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
@@ -305,7 +307,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const Element* v_cache = static_cast<const Element*>(p.v_cache);
   const int64_t row_elems = int64_t{p.heads_kv} * kD;
   const bool tile_in_page = !p.paged || p.page_size % kN == 0;
-  constexpr bool kBulk = Traits::kBulk && FA_DECODE_BULK;
+  constexpr bool kBulk = Traits::kBulk && FA_DECODE_SM90;
   const uint32_t bars = smem_u32(smem + Traits::kBarOffset);  // kS mbarriers, 8 bytes each
   if constexpr (kBulk) {  // each stage's barrier: one arrival per row of K and of V
     if (tid == 0) {
@@ -351,7 +353,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   };
   // The rows of tile `tile` into L2 (Traits::kPrefetch), a thread per row of K or V.
   auto prefetch_tile = [&](int tile) {
-    if constexpr (Traits::kPrefetch > 0 && FA_DECODE_BULK) {
+    if constexpr (Traits::kPrefetch > 0 && FA_DECODE_SM90) {
       if (tile >= t_end) return;
       const int pos0 = tile * kN;
       const int64_t first = tile_in_page ? cache_row(p, b, pos0) : -1;
@@ -603,7 +605,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps)
   const int64_t rows_all = int64_t{p.batch} * p.heads_q * p.q_len;
   const int64_t row = blockIdx.x;  // (b·H_q + h)·q_len + i
   const int num = p.num_splits;
-#if FA_DECODE_BULK  // sm_90: wait for the attention's partials (before sm_90 the stream's order
+#if FA_DECODE_SM90  // sm_90: wait for the attention's partials (before sm_90 the stream's order
                     // does)
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
