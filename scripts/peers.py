@@ -50,7 +50,7 @@ pass waits until a sum over a 1 GiB bf16 buffer kept for the pass reads at 95% o
 measured at the start again (at most 5 s; --no-hbm-wait: no wait), as bench_decode waits: for
 some tens of milliseconds after a large free the device reads slower (docs/12-decode.md, The
 benchmark's order). Each record carries the wait before its shape, hbm_wait_ms (0: at speed at
-the first probe), and hbm_wait_gave_up when the 5 s passed first.
+the first probe), and hbm_wait_gave_up when the 5 s (or --max-seconds) passed first.
 
 A backend that does not support a configuration is skipped with a one-line note; so is a
 configuration that runs out of memory. The JSON file is rewritten after every measurement,
@@ -160,10 +160,12 @@ def parse_args(argv=None):
                      help="refuse a shape whose K and V together exceed this many GiB")
     dec.add_argument("--no-hbm-wait", action="store_true",
                      help="time a shape as soon as its inputs are made, without first waiting "
-                          f"(at most {HBM_WAIT_MAX_S:g} s) until a sum over a 1 GiB buffer kept "
-                          f"for it reads at {round(100 * HBM_WAIT_FRACTION)}%% of its speed at the start "
-                          "again after the previous shape's tensors were freed (the decoding "
-                          "programs' wait, bin/bench_decode)")
+                          f"(at most {HBM_WAIT_MAX_S:g} s, and not past --max-seconds) until a "
+                          "sum over a 1 GiB buffer kept for the pass, timed as the measurements "
+                          f"are, reads at {round(100 * HBM_WAIT_FRACTION)}%% of its speed at the "
+                          "start again (after the previous shape's tensors were freed, the "
+                          "device may read slower for a while; bin/bench_decode waits likewise, "
+                          "with a read kernel of its own)")
     p.add_argument("--reps", type=int, default=20, help="timed runs per measurement")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs per measurement")
     p.add_argument("--queue-ahead-cycles", type=int, default=1_000_000,
@@ -280,6 +282,10 @@ class Deadline:
 
     def passed(self):
         return self.seconds > 0 and self.elapsed() > self.seconds
+
+    def left(self):
+        """Seconds until the deadline (infinity without one)."""
+        return self.seconds - self.elapsed() if self.seconds > 0 else math.inf
 
 
 def main(argv=None):
@@ -445,11 +451,15 @@ def main(argv=None):
         write_json(args.out, doc)
 
     def probe_tbps(buf, runs):
-        """TB/s of a sum over buf (bytes read over the median of `runs` event-timed sums)."""
+        """TB/s of a sum over buf (bytes read over the median of `runs` event-timed sums,
+        each after the GPU spin, as the measurements are, so that Python's launch is not
+        timed)."""
         start = torch.cuda.Event(enable_timing=True)
         stop = torch.cuda.Event(enable_timing=True)
         times = []
         for _ in range(runs):
+            if queue_ahead:
+                torch.cuda._sleep(args.queue_ahead_cycles)
             start.record()
             buf.sum()
             stop.record()
@@ -461,13 +471,15 @@ def main(argv=None):
 
     def wait_for_hbm():
         """(ms waited, at speed): probes until the sum reads at HBM_WAIT_FRACTION of its
-        speed at the start, for at most HBM_WAIT_MAX_S; 0 ms when the first probe is."""
+        speed at the start, for at most HBM_WAIT_MAX_S or until --max-seconds passes; 0 ms
+        when the first probe is at speed."""
         t0, probes = time.monotonic(), 0
+        most = min(HBM_WAIT_MAX_S, max(deadline.left(), 0.0))
         while True:
             probes += 1
             at_speed = probe_tbps(hbm["buf"], 3) >= HBM_WAIT_FRACTION * hbm["tbps"]
             waited = time.monotonic() - t0
-            if at_speed or waited >= HBM_WAIT_MAX_S:
+            if at_speed or waited >= most:
                 return (0.0 if at_speed and probes == 1 else waited * 1e3), at_speed
             time.sleep(HBM_WAIT_INTERVAL_S)
 
@@ -478,7 +490,10 @@ def main(argv=None):
         if not args.no_hbm_wait:
             hbm["buf"] = torch.empty(HBM_PROBE_BYTES // 2, device=device,
                                      dtype=torch.bfloat16).normal_()
-            hbm["tbps"] = probe_tbps(hbm["buf"], 5)
+            for _ in range(3):  # the sum's first calls load its kernel: not the yardstick
+                hbm["buf"].sum()
+            torch.cuda.synchronize()
+            hbm["tbps"] = probe_tbps(hbm["buf"], 20)
             doc["hbm_wait"] = dict(probe="sum of a 1 GiB bf16 buffer", probe_tbps=hbm["tbps"],
                                    fraction=HBM_WAIT_FRACTION, max_seconds=HBM_WAIT_MAX_S)
             log(f"peers: new inputs wait until a sum over a kept 1 GiB buffer reads at "

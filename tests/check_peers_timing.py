@@ -20,10 +20,13 @@ conventions/peers_timing.
      [B, N, H_kv, d] seen through a transpose, its records named impl_bnhd; the refusing
      backend's K and V expanded in the layout measured; an unknown, empty or repeated layout,
      or the option outside --pass decode, refused by name.
-  5. --pass decode waits for the HBM: a sum over a kept buffer timed at the start (5 runs) and
-     after each shape's inputs are made, before the shape's first call (3 runs; the stand-in
-     reads at speed at once, so no more), never between a measurement's events; each record
-     says it waited 0 ms; --no-hbm-wait makes no probe, and is refused outside --pass decode.
+  5. --pass decode waits for the HBM: a sum over a kept buffer, 3 untimed calls then 20 timed
+     at the start, and 3 timed after each shape's inputs are made, before the shape's first
+     call (the stand-in reads at speed at once, so no more), each timed one after a spin and
+     never between a measurement's events; each record says it waited 0 ms. Scripted slow
+     probes: the shape waits until one reads at 95% again and its record says how long; probes
+     that stay slow give up at --max-seconds, and the record says so. --no-hbm-wait makes no
+     probe, and is refused outside --pass decode.
 
 Exit status 0 when every check holds, 1 otherwise (each failure printed). Standard library.
 """
@@ -48,6 +51,9 @@ __version__ = "0.0-stand-in"
 float32, float16, bfloat16, bool = "float32", "float16", "bfloat16", "bool"
 _LOG = os.environ["FAKE_TORCH_LOG"]
 _mem = {"alloc": 1000, "peak": 1000}
+# Elapsed times (milliseconds) of the timed HBM probes, in order; then the default.
+_PROBE_TIMES = [float(x) for x in os.environ.get("FAKE_PROBE_TIMES", "").split(",") if x]
+_state = {}
 
 
 def _log(what):
@@ -86,6 +92,7 @@ class Tensor:
 
     def sum(self):  # the decode pass's HBM probe
         _log("probe")
+        _state["probe"] = True
         return Tensor(())
 
     def numel(self):
@@ -164,6 +171,8 @@ class _Cuda:
             pass
 
         def elapsed_time(self, other):
+            if _state.pop("probe", False) and _PROBE_TIMES:
+                return _PROBE_TIMES.pop(0)
             return MS
 
     @staticmethod
@@ -269,15 +278,24 @@ def write(path, text):
 
 
 def without_probes(log):
-    """The log without the decode pass's HBM probes (event, probe, event)."""
+    """The log without the decode pass's HBM probes: timed (spin, event, probe, event) and
+    untimed (probe)."""
     out = list(log)
     i = 0
-    while i + 2 < len(out):
-        if out[i:i + 3] == ["event", "probe", "event"]:
-            del out[i:i + 3]
+    while i < len(out):
+        if out[i:i + 4] == ["spin", "event", "probe", "event"]:
+            del out[i:i + 4]
+        elif out[i] == "probe":
+            del out[i]
         else:
             i += 1
     return out
+
+
+def timed_probes(log):
+    """Indices of the timed probes (spin, event, probe, event) in the log."""
+    return [i for i in range(len(log) - 3)
+            if log[i:i + 4] == ["spin", "event", "probe", "event"]]
 
 
 def measurements(log):
@@ -308,7 +326,7 @@ REPS, WARMUP = 4, 2
 DECODE = dict(batch=2, heads_q=4, heads_kv=2, q_len=1, cache=96, d=64, dtype="bf16")
 
 
-def run_peers(tmp, kind, extra=()):
+def run_peers(tmp, kind, extra=(), env_extra=None):
     fake = os.path.join(tmp, "fake")
     write(os.path.join(fake, "torch", "__init__.py"), FAKE_TORCH)
     write(os.path.join(fake, "torch", "nn", "__init__.py"), "from . import functional\n")
@@ -317,7 +335,9 @@ def run_peers(tmp, kind, extra=()):
     tag = kind + ("-" + "-".join(extra).replace(",", "-").strip("-") if extra else "")
     log = os.path.join(tmp, f"{tag}.log")
     out = os.path.join(tmp, f"peers-{tag}.json")
-    env = dict(os.environ, PYTHONPATH=fake, FAKE_TORCH_LOG=log)
+    env = dict(os.environ, PYTHONPATH=fake, FAKE_TORCH_LOG=log, **(env_extra or {}))
+    if os.path.exists(log):  # the stand-in appends: each run its own log
+        os.remove(log)
     if kind == "decode":  # one shape, two backends: as many measurements as the others
         shape = ["--dtypes", DECODE["dtype"], "--dims", str(DECODE["d"]), "--batches",
                  str(DECODE["batch"]), "--caches", str(DECODE["cache"]), "--heads-q",
@@ -371,16 +391,18 @@ def check(tmp, kind):
         expect(not doc.get("skipped"), f"nothing skipped: {doc.get('skipped')}")
         expect("forward-without-gqa" not in log,
                "--pass decode calls SDPA with enable_gqa, or on K and V expanded to H_q heads")
-        # The HBM wait: 5 probes at the start, 3 after the shape's inputs (at speed at once),
-        # all before the shape's first call, none left once the probes are taken out.
+        # The HBM wait: 3 untimed and 20 timed probes at the start, 3 timed after the shape's
+        # inputs (at speed at once), all before the shape's first call.
         last_input = max(i for i, x in enumerate(log) if x.startswith("randn"))
         first_call = min(i for i, x in enumerate(log) if x in ("forward", "refused"))
         probes = [i for i, x in enumerate(log) if x == "probe"]
-        expect(len(probes) == 8 and all(i < first_call for i in probes)
-               and sum(i > last_input for i in probes) == 3
+        timed = timed_probes(log)
+        expect(len(probes) == 26 and len(timed) == 23 and all(i < first_call for i in probes)
+               and sum(i > last_input for i in timed) == 3
                and "probe" not in without_probes(log),
-               f"--pass decode: 5 HBM probes at the start and 3 after the inputs, each between "
-               f"its own events, before the first call: {log}")
+               f"--pass decode: 3 untimed and 20 timed HBM probes at the start, 3 timed after "
+               f"the inputs, each after a spin and between its own events, before the first "
+               f"call: {log}")
         expect(all(x.get("hbm_wait_ms") == 0 and "hbm_wait_gave_up" not in x
                    for x in doc.get("results", []))
                and doc.get("hbm_wait", {}).get("fraction") == 0.95,
@@ -440,6 +462,14 @@ def check_kv_layouts(tmp):
     bnhd = f"shape {c['batch']}x{c['cache']}x{c['heads_kv']}x{c['d']}"
     expect(log.count(bhnd) == 2 and log.count(bnhd) == 2,
            f"K and V made once per layout: {log}")
+    q_made = [i for i, x in enumerate(log)
+              if x == f"shape {c['batch']}x{c['heads_q']}x{c['q_len']}x{c['d']}"]
+    timed = timed_probes(log)
+    expect(len(timed) == 26 and len(q_made) == 2
+           and sum(q_made[0] < i < q_made[1] for i in timed) == 3
+           and sum(i > q_made[1] for i in timed) == 3,
+           f"--kv-layouts bhnd,bnhd: the HBM wait after each layout's inputs (3 probes each): "
+           f"{log}")
     # bhnd: cuDNN's refusal expands along dim 1; bnhd: transposed to [B, N, H, d], expanded
     # along its heads (dim 2), seen again as [B, H, N, d].
     expect(log.count("expand dim 1") == 2 and log.count("expand dim 2") == 2,
@@ -456,6 +486,29 @@ def check_kv_layouts(tmp):
                           "decode", "--kv-layouts", "bhnd,nbhd"], capture_output=True, text=True)
     expect(bad.returncode == 2 and "--kv-layouts" in bad.stderr and "nbhd" in bad.stderr,
            f"an unknown --kv-layouts is refused by name: {bad.stderr}")
+
+
+def check_hbm_wait_slow(tmp):
+    """Scripted probes: slow once after the inputs, then at speed: the shape waits and says
+    how long; slow for good: the wait gives up at --max-seconds and the record says so."""
+    base = ",".join([str(MS)] * 20)
+    env_once = dict(FAKE_PROBE_TIMES=base + "," + ",".join([str(MS * 1.25)] * 3))
+    r, log, doc = run_peers(tmp, "decode", (), env_once)
+    recs = doc.get("results", [])
+    expect(r.returncode == 0 and len(recs) == 2
+           and all(0 < x.get("hbm_wait_ms", 0) < 4000 and "hbm_wait_gave_up" not in x
+                   for x in recs) and "waited" in r.stderr + r.stdout
+           and len(timed_probes(log)) == 26,
+           f"a probe at 80% then one at speed: the shape waits (two probes of 3) and says so: "
+           f"{r.stdout}{r.stderr}{recs}")
+    env_slow = dict(FAKE_PROBE_TIMES=base + "," + ",".join([str(MS * 2)] * 3000))
+    r, log, doc = run_peers(tmp, "decode", ("--max-seconds", "3"), env_slow)
+    recs = doc.get("results", [])
+    expect(r.returncode == 0 and len(recs) == 2
+           and all(x.get("hbm_wait_gave_up") is True and 0 < x.get("hbm_wait_ms", 0) < 4900
+                   for x in recs) and "gave up" in r.stderr + r.stdout,
+           f"probes that stay slow: the wait gives up at --max-seconds (3 s), not after 5 s, and "
+           f"the records say so: {r.stdout}{r.stderr}{recs}")
 
 
 def check_no_hbm_wait(tmp):
@@ -478,6 +531,7 @@ def main():
         check(tmp, "backward")
         check(tmp, "decode")
         check_kv_layouts(tmp)
+        check_hbm_wait_slow(tmp)
         check_no_hbm_wait(tmp)
     if failures:
         print(f"check_peers_timing.py: {len(failures)} check(s) failed")
