@@ -250,9 +250,10 @@
 //          more than the runs gain; B = 1 (8-32 splits) within 2%.
 //          Measured (h200-variants-12-fc71c95.md): clusters of 2 at 0.92-0.98x m3w4spa on the
 //          contiguous cache (0.84x paged at B = 1), of 4 and 8 0.5-0.8x (B = 8, MHA, 16k:
-//          4.28, 2.56 and 2.53 TB/s against 4.52): a loss far beyond a barrier's cost, not
-//          profiled (whether clusters of 4 blocks of 100 KiB left fewer blocks per SM,
-//          cudaOccupancyMaxActiveClusters would say first). Not kept.
+//          4.28, 2.56 and 2.53 TB/s against 4.52): a loss far beyond a barrier's cost.
+//          Explained since (scripts/cluster_places.cu, h200-cluster-places-dad480a.txt): the
+//          GPU holds 248 blocks of this size in clusters of 4 and 240 in clusters of 8, against
+//          264 without, so B = 8, MHA's 256 blocks need a second wave. Not kept.
 //          The layout's own cost was then measured without any attention arithmetic
 //          (bin/hbm_layouts, h200-hbm-layouts-01f93f1.md): about 1% at B = 8, MHA and at
 //          B = 32, GQA, nothing at B = 32, MHA, the shapes where torch_cudnn loses as much.
