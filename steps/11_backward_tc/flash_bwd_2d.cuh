@@ -166,10 +166,23 @@ namespace fa::step11 {
 ///                last; without the mask every CTA is as long and only the L2's reuse changes.
 ///                0: never, 1: under both masks, 2: under the causal mask only
 ///                (heavy_first_grid, kernel_traits.cuh)
+/// and the copies of each Q tile:
+///   kQTma        Q and dO copied by the TMA (sm_90): thread 0 asks for one box of 64 dims ×
+///                kBlockM rows of each per 64 dims (tensor maps of Q and dO in BwdParams), the
+///                bytes completed on an mbarrier of the stage, which every thread waits on
+///                beside its cp.async wait; instead of 8 cp.async per thread and tile, whose
+///                address registers stay held until the copies have left (Nsight Compute at
+///                N = 16384: 6.4% of the causal d = 128 kernel's stall samples on the first
+///                instruction that rewrites them). L and D stay cp.async. A box is at most 128
+///                bytes wide in the 128-byte swizzle, so at d = 128 a Q or dO tile is two boxes
+///                of 64 dims one after the other, rows of 128 bytes in each (q_swizzle), where
+///                the cp.async copies write rows of 256 bytes; at d = 64 the two layouts are one.
+///                + 1 KB of shared memory (the tiles from a 1024-byte boundary) and the barriers.
 template <int kHeadDim_, class Element_, bool kDqFirst_ = false, bool kMaskFree_ = false,
           int kSUnroll_ = 1, bool kDetCompiled_ = false, bool kTileCounter_ = false,
           bool kFastExp2_ = false, int kBlockM_ = 64, int kSWarpsM_ = 2, int kKvWarpsM_ = 4,
-          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_, int kDqBulk_, int kHeavyFirst_>
+          int kQWarpsM_ = 2, bool kDqRed_, int kDqUnroll_, int kDqBulk_, int kHeavyFirst_,
+          bool kQTma_>
 struct Bwd2dTraits {
   using Element = Element_;
   using WarpLayout = WarpLayout2d;                  // launched as flash_bwd_2d_kernel
@@ -184,6 +197,7 @@ struct Bwd2dTraits {
   static constexpr bool kDqRed = kDqRed_;
   static constexpr int kDqUnroll = kDqUnroll_;
   static constexpr int kDqBulk = kDqBulk_;
+  static constexpr bool kQTma = kQTma_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;  // query rows per Q tile
   static constexpr int kBlockN = 128;       // keys per CTA
@@ -243,8 +257,15 @@ struct Bwd2dTraits {
   static constexpr int kDqRowBytes = (kQDims + (kDqBulk == 1 ? 4 : 0)) * 4;  // 2, 3: 128 bytes
   static constexpr int kDqWarpBytes = kQRows * kDqRowBytes;
   static constexpr int kOffDq = kOffD + kStages * kRowVecBytes;
-  static constexpr int kSmemBytes =
+  // kQTma: the two stages' mbarriers after the dQ staging areas (and their slack).
+  static constexpr int kOffBar =
       kOffDq + (kDqBulk ? kNumWarps * kDqWarpBytes : 0) + (kDqBulk >= 2 ? 1024 : 0);
+  static constexpr int kSmemBytes = kOffBar + (kQTma ? kStages * 8 + 1024 : 0);
+  // A Q or dO tile: kQBoxes boxes of kBlockM rows of kQPitch bytes (kQTma at d = 128: two boxes
+  // of 64 dims; otherwise one of whole rows).
+  static constexpr int kQBoxes = kQTma ? kHeadDim / 64 : 1;
+  static constexpr int kQPitch = kRowBytes / kQBoxes;
+  static constexpr int kQBoxBytes = kBlockM * kQPitch;
 
   static_assert(sizeof(Element) == 2, "16-bit elements only");
   static_assert(kHeadDim == 64 || kHeadDim == 128,
@@ -275,6 +296,9 @@ struct Bwd2dTraits {
                 "kDqBulk: one row per lane, 16-byte aligned rows 16 bytes apart modulo 128 (a "
                 "warp's 8 rows × 32 bytes of one store in distinct banks)");
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than a block may have (sm_90)");
+  static_assert(!kQTma || (kOffQ % 1024 == 0 && kOffDo % 1024 == 0 && kQBoxBytes % 1024 == 0),
+                "kQTma: every box of Q and dO at a 1024-byte boundary (the swizzle's period)");
+  static_assert(kQPitch == 128 || !kQTma, "kQTma: boxes of 128-byte rows");
 
   /// \brief Byte offset of chunk `chunk` of row `row` of a K, V, Q or dO tile (the step's).
   __device__ static constexpr uint32_t swizzle(int row, int chunk) {
@@ -284,7 +308,51 @@ struct Bwd2dTraits {
   __device__ static constexpr uint32_t element(int row, int col) {
     return swizzle(row, col / 8) + 2 * (col % 8);
   }
+  /// \brief Byte offset of chunk `chunk` of row `row` of a Q or dO tile: swizzle(), or, in
+  /// kQBoxes boxes, chunk / 8's box, its rows 128 bytes apart, the same XOR inside the row.
+  __device__ static constexpr uint32_t q_swizzle(int row, int chunk) {
+    if constexpr (kQBoxes == 1)
+      return swizzle(row, chunk);
+    else
+      return static_cast<uint32_t>((chunk / 8) * kQBoxBytes + row * 128 +
+                                   ((chunk % 8) ^ (row % 8)) * 16);
+  }
+  /// \brief A lane's ldmatrix offset in a Q or dO tile at k16 step `step` along d (dims
+  /// 16·step …), from its offset `lane_off` at step 0 (q_swizzle of chunk 0 or 1): one XOR with
+  /// 32·step inside a row of whole swizzle periods, and with boxes the box's offset.
+  __device__ static constexpr uint32_t q_step(uint32_t lane_off, int step) {
+    if constexpr (kQBoxes == 1)
+      return lane_off ^ (32 * step);
+    else
+      return (step / 4) * kQBoxBytes + (lane_off ^ (32 * (step % 4)));
+  }
 };
+
+/// \brief kQTma: the Q tile of query head h at row i0 (kBlockM rows, zeros past N_q) and its
+/// dO tile into stage `stage` by the TMA (thread 0; their bytes completed on the stage's
+/// mbarrier at bars + 8 · stage), and the rows' L and D by cp.async, as load_q_stage does.
+template <class Traits>
+__device__ __forceinline__ void load_q_stage_tma(const BwdParams& p, int b, int h, int i0,
+                                                 int stage, uint32_t sQ, uint32_t sdO, uint32_t sL,
+                                                 uint32_t sD, uint32_t bars) {
+  if (threadIdx.x == 0) {
+    const uint32_t bar = bars + 8 * stage;
+    mbarrier_arrive_expect_tx(bar, 2 * Traits::kQBytes);
+#pragma unroll
+    for (int box = 0; box < Traits::kQBoxes; ++box) {
+      const uint32_t at = stage * Traits::kQBytes + box * Traits::kQBoxBytes;
+      tma_load_4d(sQ + at, &p.q_map, bar, 64 * box, i0, h, b);
+      tma_load_4d(sdO + at, &p.do_map, bar, 64 * box, i0, h, b);
+    }
+  }
+  const int tid = threadIdx.x;
+  if (tid < Traits::kBlockM) {  // L and D of the tile's rows; zeros past N_q (load_q_stage's)
+    const int i = i0 + tid;
+    const int r = (b * p.heads_q + h) * p.n_q + (i < p.n_q ? i : i0);
+    cp_async_4(sL + stage * Traits::kRowVecBytes + 4 * tid, p.lse + r, i < p.n_q);
+    cp_async_4(sD + stage * Traits::kRowVecBytes + 4 * tid, p.delta + r, i < p.n_q);
+  }
+}
 
 /// \brief d = a · b, an m16n8k16 mma whose C is zero (the first k step of a product): the
 /// accumulators need no zeroing beforehand, and ptxas reads the zero C from RZ (kSUnroll).
@@ -345,12 +413,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kKvMt = Traits::kKvMt, kKvNt = Traits::kKvNt;
   constexpr int kQMt = Traits::kQMt, kQNt = Traits::kQNt;
 
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  // kQTma: the layout from the first 1024-byte boundary (the 128-byte swizzle's period, which
+  // the TMA counts from absolute addresses; kSmemBytes has the 1 KB of slack).
+  unsigned char* const smem =
+      smem_raw + (Traits::kQTma ? (1024 - smem_u32(smem_raw) % 1024) % 1024 : 0);
   const uint32_t s0 = smem_u32(smem);
   const uint32_t sK = s0 + Traits::kOffK, sV = s0 + Traits::kOffV;
   const uint32_t sQ = s0 + Traits::kOffQ, sdO = s0 + Traits::kOffDo;  // [kStages] each
   const uint32_t sP = s0 + Traits::kOffP, sDs = s0 + Traits::kOffDs;
   const uint32_t sL = s0 + Traits::kOffL, sD = s0 + Traits::kOffD;  // [kStages][kBlockM]
+  const uint32_t sBar = s0 + Traits::kOffBar;                       // kQTma: [kStages] mbarriers
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;  // mma.cuh: lane (g, t) holds rows g, g+8, cols 2t, 2t+1
@@ -409,7 +482,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     *i0 = i_first + (it % num_m) * kBlockM;
   };
   auto load_q_tile_async = [&](int h, int i0, int stage) {
-    load_q_stage<Traits>(p, q_all, do_all, b, h, i0, stage, sQ, sdO, sL, sD);
+    if constexpr (Traits::kQTma)
+      load_q_stage_tma<Traits>(p, b, h, i0, stage, sQ, sdO, sL, sD, sBar);
+    else
+      load_q_stage<Traits>(p, q_all, do_all, b, h, i0, stage, sQ, sdO, sL, sD);
   };
   auto load_q_async = [&](int it, int stage) {
     int h, i0;
@@ -424,6 +500,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     *h_next = wrap ? h + 1 : h;
     *i0_next = wrap ? i_first : i0 + kBlockM;
   };
+
+  // kQTma: each stage's mbarrier, one arrival (thread 0's, with the bytes) per tile.
+  if constexpr (Traits::kQTma) {
+    if (tid == 0) {
+      for (int st = 0; st < Traits::kStages; ++st) mbarrier_init(sBar + 8 * st, 1);
+      fence_mbarrier_init();
+    }
+    __syncthreads();
+  }
 
   // Prologue: K, V and the first Q tile in one group.
   if (visits > 0) {
@@ -465,6 +550,13 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   const uint32_t bt_lane = Traits::swizzle(lane % 16, lane / 16);
   const uint32_t pt_lane = (lane % 8 + 8 * (lane / 16)) * kPRowBytes + 16 * ((lane / 8) % 2);
   const uint32_t ds_lane = (lane % 16) * kPRowBytes + 16 * (lane / 16);
+  // Q and dO tiles (q_swizzle): qa_lane is a_lane and bt_lane in their layout (the same as
+  // either without kQTma's boxes), kv_q_lane the dK and dV products' B offset at the warp's
+  // first dim (kv_d / 16 is a multiple of the warp's kKvNt / 2 steps, a power of two, so each
+  // step dp2 after it is one XOR with 32 · dp2, inside one box).
+  const uint32_t qa_lane = Traits::q_swizzle(lane % 16, lane / 16);
+  static_assert(((Traits::kKvNt / 2) & (Traits::kKvNt / 2 - 1)) == 0, "steps a power of two");
+  const uint32_t kv_q_lane = Traits::q_step(qa_lane, kv_d / 16);
 
   int h_next = h_kv * p.group, i0_next = i_first;  // kTileCounter: tile_of(0)
   for (int it = 0; it < visits; ++it) {
@@ -486,6 +578,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // This tile's copies have landed and every warp is done with the previous tile (its stage,
     // P and dS); then the next tile's copies go to the other stage.
     cp_async_wait<0>();
+    if constexpr (Traits::kQTma) mbarrier_wait(sBar + 8 * stage, (it / Traits::kStages) % 2);
     __syncthreads();
     if constexpr (kBulk == 3) send_staged_dq();  // the last tile's dQ, staged before the barrier
     if (it + 1 < visits) {
@@ -507,8 +600,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       uint32_t aq[kSMt][4], ao[kSMt][4];
 #pragma unroll
       for (int mt = 0; mt < kSMt; ++mt) {
-        ldmatrix_x4(aq[mt], sQs + (s_m + 16 * mt) * kRowBytes + (a_lane ^ (32 * ks)));
-        ldmatrix_x4(ao[mt], sdOs + (s_m + 16 * mt) * kRowBytes + (a_lane ^ (32 * ks)));
+        if constexpr (Traits::kQTma) {
+          const uint32_t off = (s_m + 16 * mt) * Traits::kQPitch + Traits::q_step(qa_lane, ks);
+          ldmatrix_x4(aq[mt], sQs + off);
+          ldmatrix_x4(ao[mt], sdOs + off);
+        } else {
+          ldmatrix_x4(aq[mt], sQs + (s_m + 16 * mt) * kRowBytes + (a_lane ^ (32 * ks)));
+          ldmatrix_x4(ao[mt], sdOs + (s_m + 16 * mt) * kRowBytes + (a_lane ^ (32 * ks)));
+        }
       }
 #pragma unroll
       for (int np = 0; np < kSNt / 2; ++np) {
@@ -643,7 +742,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 #pragma unroll
           for (int dp2 = 0; dp2 < kKvNt / 2; ++dp2) {  // 16 dims (two n8 tiles) per ldmatrix
             uint32_t bo[4], bq[4];
-            const uint32_t off = kk * 16 * kRowBytes + (bt_lane ^ (32 * (kv_d / 16 + dp2)));
+            const uint32_t off = Traits::kQTma
+                                     ? kk * 16 * Traits::kQPitch + (kv_q_lane ^ (32 * dp2))
+                                     : kk * 16 * kRowBytes + (bt_lane ^ (32 * (kv_d / 16 + dp2)));
             ldmatrix_x4_trans(bo, sdOs + off);
             ldmatrix_x4_trans(bq, sQs + off);
 #pragma unroll
@@ -800,6 +901,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       auto exact_update = [&](float(&acc)[kKvMt][kKvNt][4], int w_offset, uint32_t s_x) {
         const Element* w = reinterpret_cast<const Element*>(smem + w_offset);
         const unsigned char* x = smem + (s_x - s0);
+        // kQTma's boxes: the warp's dims kv_d … kv_d + kKvDims − 1 lie in box kv_d / 64, where
+        // dim kv_d + 8nt + 2t is chunk nt of its row (q_swizzle, written out for this case).
+        static_assert(Traits::kQBoxes == 1 || Traits::kKvDims == 64, "one box per warp");
+        const unsigned char* x_box = x + (kv_d / 64) * Traits::kQBoxBytes + 4 * t;
 #pragma unroll 1
         for (int r = 0; r < kBlockM && i0 + r < p.n_q; ++r) {
           const int limit = kv_limit<IsCausal>(i0 + r, p.n_q, p.n_kv) - j0;
@@ -812,8 +917,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
               const float wv = static_cast<float>(w[r * (kPRowBytes / 2) + key]);
 #pragma unroll
               for (int nt = 0; nt < kKvNt; ++nt) {
-                const Element* xe =
-                    reinterpret_cast<const Element*>(x + Traits::element(r, kv_d + 8 * nt + 2 * t));
+                const Element* xe = reinterpret_cast<const Element*>(
+                    Traits::kQBoxes == 1 ? x + Traits::element(r, kv_d + 8 * nt + 2 * t)
+                                         : x_box + r * 128 + ((nt ^ (r % 8)) * 16));
                 acc[mt][nt][2 * hh] = fmaf(wv, static_cast<float>(xe[0]), acc[mt][nt][2 * hh]);
                 acc[mt][nt][2 * hh + 1] =
                     fmaf(wv, static_cast<float>(xe[1]), acc[mt][nt][2 * hh + 1]);

@@ -793,13 +793,14 @@ namespace fa::step11 {
 // ---------------------------------------------------------------------------------------------
 /// \brief The tensor map of p.dq_acc for Bwd2dTraits' kDqBulk = 2 and 3: dims (d, N_q, B · H_q)
 /// fp32, strides 4·d and 4·N_q·d bytes ([B, H_q, N_q, d]), boxes of box_cols dims × box_rows rows
-/// of one head, 128-byte swizzle. Rows past N_q fall outside the map: a reduction skips them. The
-/// driver's cuTensorMapEncodeTiled is reached through the runtime, as step 08 does (no libcuda).
-inline CUtensorMap make_dq_tensor_map(const BwdParams& p, int box_cols, int box_rows) {
-  using EncodeTiled =
-      CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+/// of one head, 128-byte swizzle. Rows past N_q fall outside the map: a reduction skips them.
+/// \brief The driver's cuTensorMapEncodeTiled, reached through the runtime, as step 08 does (no
+/// libcuda), looked up once.
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+inline EncodeTiled tensor_map_encoder() {
   static const EncodeTiled encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
@@ -811,10 +812,15 @@ inline CUtensorMap make_dq_tensor_map(const BwdParams& p, int box_cols, int box_
 #endif
     if (found != cudaDriverEntryPointSuccess || fn == nullptr)
       throw CudaError(cudaErrorSymbolNotFound,
-                      "the CUDA driver does not provide cuTensorMapEncodeTiled (step 11, dQ's "
-                      "tensor reductions)");
+                      "the CUDA driver does not provide cuTensorMapEncodeTiled (step 11's tensor "
+                      "copies and reductions)");
     return reinterpret_cast<EncodeTiled>(fn);
   }();
+  return encode;
+}
+
+inline CUtensorMap make_dq_tensor_map(const BwdParams& p, int box_cols, int box_rows) {
+  const EncodeTiled encode = tensor_map_encoder();
   const cuuint64_t d = static_cast<cuuint64_t>(p.head_dim), n = static_cast<cuuint64_t>(p.n_q);
   const cuuint64_t dims[3] = {d, n, static_cast<cuuint64_t>(p.batch) * p.heads_q};
   const cuuint64_t strides[2] = {4 * d, 4 * d * n};
@@ -834,6 +840,38 @@ inline CUtensorMap make_dq_tensor_map(const BwdParams& p, int box_cols, int box_
             " (each at most 2^32), box " + std::to_string(box_cols) + " x " +
             std::to_string(box_rows) + ", workspace address mod 16 = " +
             std::to_string(reinterpret_cast<std::uintptr_t>(p.dq_acc) % 16) + " (must be 0)");
+  return map;
+}
+
+/// \brief The tensor map of Q or dO (`data`: p.q or p.d_o, Element) for Bwd2dTraits' kQTma: dims
+/// (d, N_q, H_q, B) by the problem's strides (either layout), boxes of 64 dims × box_rows rows
+/// of one head, 128-byte swizzle; rows past N_q fall outside the map and read as zeros.
+template <class Element>
+CUtensorMap make_q_tensor_map(const BwdParams& p, const void* data, int box_rows,
+                              const char* what) {
+  const EncodeTiled encode = tensor_map_encoder();
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(p.n_q),
+                              static_cast<cuuint64_t>(p.heads_q), static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[3] = {2 * static_cast<cuuint64_t>(p.q_row_stride),
+                                 2 * static_cast<cuuint64_t>(p.q_head_stride),
+                                 2 * static_cast<cuuint64_t>(p.q_batch_stride)};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  constexpr CUtensorMapDataType kType = std::is_same_v<Element, __half>
+                                            ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                            : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  CUtensorMap map;
+  const CUresult r = encode(&map, kType, 4, const_cast<void*>(data), dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw CudaError(
+        cudaErrorInvalidValue,
+        "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
+            ") for " + what + " in step 11: strides " + std::to_string(strides[0]) + ", " +
+            std::to_string(strides[1]) + ", " + std::to_string(strides[2]) +
+            " bytes (each a multiple of 16), address mod 16 = " +
+            std::to_string(reinterpret_cast<std::uintptr_t>(data) % 16) + " (must be 0)");
   return map;
 }
 
@@ -870,6 +908,20 @@ void run_flash_bwd_traits(const BwdParams& params, cudaStream_t stream) {
   BwdParams p = params;
   if constexpr (Traits::kDqBulk >= 2)
     if (!p.deterministic) p.dq_map = make_dq_tensor_map(p, Traits::kQDims, Traits::kQRows);
+  // Bwd2dTraits with kQTma: Q's and dO's copies through their maps, made here likewise (the
+  // TMA is sm_90's: refused on an older device rather than left to copy nothing).
+  if constexpr (Traits::kQTma) {
+    int device = 0, major = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    if (major < 9)
+      throw CudaError(cudaErrorInvalidDeviceFunction,
+                      "step 11 with Q and dO copied by the TMA (kQTma) needs compute capability "
+                      "9.0 or newer; this device has " +
+                          std::to_string(major) + ".x");
+    p.q_map = make_q_tensor_map<Element>(p, p.q, Traits::kBlockM, "Q");
+    p.do_map = make_q_tensor_map<Element>(p, p.d_o, Traits::kBlockM, "dO");
+  }
   const long long rows = static_cast<long long>(p.batch) * p.heads_q * p.n_q;
   constexpr int kThreads = 256;
   bwd_preprocess_kernel<Element><<<blocks_for(rows * 32, kThreads), kThreads, 0, stream>>>(p);

@@ -45,6 +45,10 @@ struct BwdParams {
   // Bwd2dTraits with kDqBulk = 2 or 3 (run_flash_bwd_traits fills it in): the tensor map of
   // dq_acc, in boxes of one warp's part of a dQ tile (flash_bwd_2d.cuh). Zero otherwise.
   CUtensorMap dq_map;
+  // Bwd2dTraits with kQTma (run_flash_bwd_traits fills them in): the tensor maps of Q and dO,
+  // [B, H_q, N_q, d] by their strides, in boxes of 64 dims × kBlockM rows. Zero otherwise.
+  CUtensorMap q_map;
+  CUtensorMap do_map;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -272,6 +276,7 @@ struct BwdTraits {
   static constexpr bool kDqPairs = kDqPairs_;
   static constexpr bool kStagger = kStagger_;
   static constexpr bool kHeavyFirst = kHeavyFirst_;
+  static constexpr bool kQTma = false;  // Q and dO by cp.async (Bwd2dTraits has the switch)
   static constexpr bool kDqQuads = kDqQuads_;
   static constexpr bool kDqBulk = kDqBulk_;
   static constexpr bool kMaskFree = kMaskFree_;
@@ -341,14 +346,14 @@ struct BwdTraits {
 
 /// \brief The kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh,
 /// which defines it and gives the defaults of the first twelve parameters): declared here so
-/// that BwdConfig can name it. The last four (kDqRed, kDqUnroll, kDqBulk: switches of the dQ
-/// product; kHeavyFirst: the grid's order; flash_bwd_2d.cuh) take their defaults here, so that
-/// a configuration named by the first twelve arguments (the variants' older rows) keeps its
-/// meaning.
+/// that BwdConfig can name it. The last five (kDqRed, kDqUnroll, kDqBulk: switches of the dQ
+/// product; kHeavyFirst: the grid's order; kQTma: Q's and dO's copies; flash_bwd_2d.cuh) take
+/// their defaults here, so that a configuration named by the first twelve arguments (the
+/// variants' older rows) keeps its meaning.
 template <int kHeadDim_, class Element_, bool kDqFirst_, bool kMaskFree_, int kSUnroll_,
           bool kDetCompiled_, bool kTileCounter_, bool kFastExp2_, int kBlockM_, int kSWarpsM_,
           int kKvWarpsM_, int kQWarpsM_, bool kDqRed_ = false, int kDqUnroll_ = 2, int kDqBulk_ = 0,
-          int kHeavyFirst_ = 0>
+          int kHeavyFirst_ = 0, bool kQTma_ = false>
 struct Bwd2dTraits;
 
 /// \brief The grid-order switch of `Traits`: BwdTraits' kHeavyFirst (a bool: both masks), or
@@ -359,8 +364,8 @@ struct HeavyFirstOf {
   static constexpr int value = Traits::kHeavyFirst;
 };
 template <int D, class E, bool A, bool B, int C, bool F, bool G, bool H, int M, int S, int K, int Q,
-          bool R, int U, int Bu, int kHeavyFirst>
-struct HeavyFirstOf<Bwd2dTraits<D, E, A, B, C, F, G, H, M, S, K, Q, R, U, Bu, kHeavyFirst>> {
+          bool R, int U, int Bu, int kHeavyFirst, bool T>
+struct HeavyFirstOf<Bwd2dTraits<D, E, A, B, C, F, G, H, M, S, K, Q, R, U, Bu, kHeavyFirst, T>> {
   static constexpr int value = kHeavyFirst;
 };
 

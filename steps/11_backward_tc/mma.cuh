@@ -280,6 +280,60 @@ template <int kPending>
 __device__ __forceinline__ void bulk_wait() {
   FA_STEP11_BULK_ASM("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Tensor copies global → shared (sm_90, Bwd2dTraits' kQTma): one thread asks the TMA for a
+// whole box of a tensor map; the box's bytes complete on an mbarrier in shared memory, which
+// every thread then waits on (step 08's hopper.cuh explains the barrier's phases)
+// ---------------------------------------------------------------------------------------------
+
+/// \brief Initialises the mbarrier at `bar` for `count` arrivals per phase; then
+/// fence_mbarrier_init() and a __syncthreads() before any other thread uses it.
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, int count) {
+  FA_STEP11_BULK_ASM("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+/// \brief Makes this thread's mbarrier.init writes visible to the async proxy (the TMA).
+__device__ __forceinline__ void fence_mbarrier_init() {
+  FA_STEP11_BULK_ASM("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/// \brief One arrival on `bar` that also announces `bytes` more bytes for its current phase.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  FA_STEP11_BULK_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+                     "r"(bytes)
+                     : "memory");
+}
+
+/// \brief Waits until the phase of parity `parity` of `bar` has completed: the bytes the TMA
+/// wrote in that phase are then visible to this thread.
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.b32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+
+/// \brief The box of `map` whose first element is at (c0, c1, c2, c3), innermost first, to
+/// shared memory at `dst` (1024-byte aligned for the 128-byte swizzle), its bytes completed on
+/// the mbarrier `bar`; coordinates past the tensor's extent read as zeros and still count.
+/// Issued by one thread. `map`: the address of a __grid_constant__ parameter's map.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint32_t bar, int c0,
+                                            int c1, int c2, int c3) {
+  FA_STEP11_BULK_ASM(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
 #undef FA_STEP11_BULK_ASM
 
 /// \brief Two fp32 values → shared memory in one 8-byte store (8-byte aligned address).

@@ -95,7 +95,8 @@ Variant make_variant_2d(std::string name, std::string change) {
              (T::kDqUnroll == T::kKStepsQ ? ", dQ k loop unrolled" : "") +
              (T::kDetCompiled ? ", dQ store kind compiled per mode" : "") +
              (T::kTileCounter ? ", tile counters" : "") +
-             (T::kFastExp2 ? ", exp2 flushing subnormals" : "");
+             (T::kFastExp2 ? ", exp2 flushing subnormals" : "") +
+             (T::kQTma ? ", Q and dO by TMA" : "");
   set_launch<T>(v);
   return v;
 }

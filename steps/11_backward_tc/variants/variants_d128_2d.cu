@@ -1,5 +1,6 @@
 // variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc", "fa2uf", "fa2ufz",
-// "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb", "fa2ufzub", "fa2ufzut" and "fa2ufzuc" of step 11's
+// "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb", "fa2ufzub", "fa2ufzut", "fa2ufzuc", "fa2ufzuch" and
+// "fa2ufzucq" of step 11's
 // backward table (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp
 // layouts (flash_bwd_2d.cuh, the step's at d = 128 in fa2ufzuc's switches) and its switches,
 // bf16, d = 128, described as a Variant by make_variant.cuh's make_variant_2d.
@@ -255,6 +256,21 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
                                             64, 2, 4, 2, false, 8, 3, 1>>(
       "fa2ufzuch", "fa2ufzuc with every head's first K/V tile launched first"));
+  // fa2ufzucq: the step's kernel at d = 128 (fa2ufzuc, heavy first under the mask only, as
+  // BwdConfig<128> runs it) with kQTma: each Q tile's Q and dO copied by the TMA, thread 0
+  // asking for two boxes of 64 dims × 64 rows of each, instead of 8 cp.async per thread whose
+  // address registers the code after them rewrites. Nsight Compute at N = 16384
+  // (h200-ncu-backward-16k-2b799ae.txt): 6.4% of the causal kernel's stall samples (4.3%
+  // without the mask) on the instruction after those copies, waiting for them to leave; ours
+  // took 0.510 of its non-causal time under the mask where FlashAttention-2's took 0.487. Per
+  // warp and Q tile ~25 instructions fewer (8 LDGSTS, their 64-bit addresses and row checks)
+  // of ~1,000, the mbarrier wait added; Q and dO in two boxes of 128-byte rows (q_swizzle),
+  // still conflict-free for ldmatrix. Predicted against the registered step, N = 4096 and 16384:
+  // 1.00–1.04× causal, 1.00–1.03× non-causal; below 1.0× would mean one thread's copies reach
+  // shared memory later than 256 threads' did (the wait at the top of the tile grows).
+  out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
+                                            64, 2, 4, 2, false, 8, 3, 2, true>>(
+      "fa2ufzucq", "the step's kernel with Q and dO copied by the TMA (sm_90)"));
 }
 
 }  // namespace fa::step11

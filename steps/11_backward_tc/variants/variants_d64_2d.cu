@@ -1,12 +1,13 @@
 // variants_d64_2d.cu — the rows "fa2d64", "fa2d64s2", "fa2d64m64", "fa2d64r", "fa2d64u",
-// "fa2d64b", "fa2d64ub", "fa2d64t" and "fa2d64c" of step 11's backward table (bin/variants_11): the
-// kernel with FlashAttention-2's two-dimensional warp layouts (flash_bwd_2d.cuh) at d = 64, in the
-// layouts FlashAttention-2 chooses for that head dim and the switches of fa2ufz (the step's at d =
-// 128), bf16, described as a Variant by make_variant.cuh's make_variant_2d. The first three were
-// measured against b1p2mcz, the step's kernel at d = 64 when they were written; fa2d64 won
-// (docs/results/, chapter 11), b1p2mcz became its fallback. The last six change fa2d64's dQ
-// product and are predicted against it; the last, fa2d64c, is the step's at d = 64 now
-// (BwdConfig<64>, kernel_traits.cuh).
+// "fa2d64b", "fa2d64ub", "fa2d64t", "fa2d64c", "fa2d64ch" and "fa2d64cq" of step 11's backward
+// table (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp layouts
+// (flash_bwd_2d.cuh) at d = 64, in the layouts FlashAttention-2 chooses for that head dim and the
+// switches of fa2ufz (the step's at d = 128), bf16, described as a Variant by make_variant.cuh's
+// make_variant_2d. The first three were measured against b1p2mcz, the step's kernel at d = 64 when
+// they were written; fa2d64 won (docs/results/, chapter 11), b1p2mcz became its fallback. The next
+// six change fa2d64's dQ product and are predicted against it; fa2d64c is the step's at d = 64
+// now (BwdConfig<64>, kernel_traits.cuh), fa2d64ch its grid order under the mask, and fa2d64cq
+// the step's kernel with Q and dO copied by the TMA.
 #include <cuda_bf16.h>
 
 #include <vector>
@@ -165,6 +166,17 @@ void add_d64_2d_variants(std::vector<Variant>& out) {
   out.push_back(make_variant_2d<
                 Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 3, 1>>(
       "fa2d64ch", "fa2d64c with every head's first K/V tile launched first"));
+  // fa2d64cq: the step's kernel at d = 64 (fa2d64c, heavy first under the mask only, as
+  // BwdConfig<64> runs it) with kQTma, as fa2ufzucq at d = 128 (variants_d128_2d.cu): one box
+  // of 64 dims × 128 rows of Q and one of dO per tile from thread 0, in the layout the cp.async
+  // copies write (rows of 128 bytes). Here the profile's loss was the shared-memory queue (mio
+  // 20% of the samples against FlashAttention-2's 5%), which the 8 LDGSTS per thread and tile
+  // join; the TMA writes shared memory without them. Predicted against the registered step,
+  // N = 4096 and 16384: 1.00–1.03×, causal and not.
+  out.push_back(
+      make_variant_2d<
+          Bwd2dTraits<64, E, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 3, 2, true>>(
+          "fa2d64cq", "the step's kernel with Q and dO copied by the TMA (sm_90)"));
 }
 
 }  // namespace fa::step11
