@@ -15,10 +15,10 @@
 //     computed (flash_bwd_kernel.cuh).
 //   * dQ: fp32 atomics (red.global.add.f32) into a workspace accumulator, converted to the
 //     problem's dtype (times the softmax scale) by a last kernel. dK and dV: written once.
-//   * The step runs a second main kernel where a block may have its shared memory (196 KB at
-//     d = 128, 199 KB at d = 64): FlashAttention-2's 2-D warp layouts, a layout per product,
-//     P and dS both through shared memory (flash_bwd_2d.cuh); the one above, which chapter 11
-//     builds, elsewhere.
+//   * The step runs a second main kernel where a block may have its shared memory (197 KB at
+//     d = 128, 200 KB at d = 64) on an sm_90 device: FlashAttention-2's 2-D warp layouts, a
+//     layout per product, P and dS both through shared memory, Q and dO copied by the TMA
+//     (flash_bwd_2d.cuh); the one above, which chapter 11 builds, elsewhere.
 //
 // GQA and MQA: as step 10, the CTA that owns a K/V tile loops over every query head of its
 // group, so dK and dV are summed over the group in its registers, in a fixed order: no atomics
@@ -53,27 +53,28 @@
 //                                                                       non-causal /     (spills)
 //                                                                       causal, and
 //                                                                       deterministic
-//   64   2-D, 128 × 128               fa2d64c: m, c, f,       199 KB    252 / 254,       none
-//                                     unr., dQ by tensor                252 / 255
-//                                     reductions
+//   64   2-D, 128 × 128               fa2d64cq: m, c, f,      200 KB    253 / 255,       none
+//                                     unr., dQ by tensor                252 / 252
+//                                     reductions, TMA
 //   64   1-D, 64 × 128 (fallback)     1 barrier, v2, m, c, f  119 KB    236 / 246,       none
 //                                                                       237 / 243
-//   128  2-D, 64 × 128                fa2ufzuc: m, c, f,      196 KB    250 / 255,       8 bytes
-//                                     unr., dQ unr., dQ by                251 / 255        (causal
-//                                     tensor reductions                                    determ.)
+//   128  2-D, 64 × 128                fa2ufzucq: m, c, f,     197 KB    249 / 254,       none
+//                                     unr., dQ unr., dQ by              252 / 255
+//                                     tensor reductions,
+//                                     TMA
 //   128  1-D, 32 × 128 (fallback)     1 barrier, v2           126.5 KB  245 / 255        none
 //
 // (m: no selects on mask-free tiles; c: the deterministic mode compiled, a kernel per mode;
 // f: P's exp2 flushing subnormals, kFastExp2; unr.: the S/dP k loop unrolled; dQ unr.: the dQ
 // k loop unrolled; dQ by tensor reductions: flash_bwd_2d.cuh's kDqBulk = 3, sm_90, its staging
-// areas counted in the shared memory. kernel_traits.cuh, BwdConfig: the fallbacks run where a
-// block cannot have the 2-D kernel's shared memory; kTunedBwd = false gives back the
-// configuration first measured, the 1-D kernel at 64 × 128 and 32 × 128 with no switch, 101
-// and 116.5 KB, 240 / 245 and 244 / 255 registers),
-// and the D and convert kernels 30 and 28 registers. One CTA per SM. Both main kernels are at
-// the edge at d = 128: kernel_traits.cuh (the 1-D kernel) and variants/variants_d128_2d.cu
-// (rows fa2uf, fa2ufz, fa2ufzu) say what it took to keep them free of spills; the causal
-// deterministic kernel at d = 128 spills 8 bytes.
+// areas counted in the shared memory; TMA: Q and dO copied by the TMA, kQTma, sm_90.
+// kernel_traits.cuh, BwdConfig: the fallbacks run where a block cannot have the 2-D kernel's shared
+// memory; kTunedBwd = false gives back the configuration first measured, the 1-D kernel at 64 × 128
+// and 32 × 128 with no switch, 101 and 116.5 KB, 240 / 245 and 244 / 255 registers), and the D and
+// convert kernels 30 and 28 registers. One CTA per SM. Both main kernels are at the edge at d =
+// 128: kernel_traits.cuh (the 1-D kernel) and variants/variants_d128_2d.cu (rows fa2uf, fa2ufz,
+// fa2ufzu) say what it took to keep them free of spills; the causal deterministic kernel at d = 128
+// spills 8 bytes.
 //
 // Compile one file alone, with its register counts:
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -gencode arch=compute_90,code=sm_90 -I.

@@ -936,7 +936,7 @@ void run_flash_bwd_traits(const BwdParams& params, cudaStream_t stream) {
 }
 
 /// The step's configuration (BwdConfig): Traits where this device's shared memory per block
-/// holds it, else Fallback.
+/// holds it (and, for its TMA copies, the device is sm_90 or newer), else Fallback.
 template <int kHeadDim, class Element>
 void run_flash_bwd(const BwdParams& p, cudaStream_t stream) {
   using Traits = typename BwdConfig<kHeadDim, Element>::Traits;
@@ -944,10 +944,12 @@ void run_flash_bwd(const BwdParams& p, cudaStream_t stream) {
   static_assert(Traits::kBlockN == Fallback::kBlockN,
                 "api.cu sizes the deterministic mode's dQ slabs for one kBlockN");
   if constexpr (!std::is_same_v<Traits, Fallback>) {
-    int device = 0, smem = 0;
+    int device = 0, smem = 0, major = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    if (smem < Traits::kSmemBytes) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    // Traits' TMA copies (kQTma) need sm_90: an older device runs Fallback whatever its memory.
+    if (smem < Traits::kSmemBytes || (Traits::kQTma && major < 9)) {
       run_flash_bwd_traits<Fallback>(p, stream);
       return;
     }

@@ -401,11 +401,12 @@ struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 
   // 4 along the keys, dQ 4 along the rows) with fa2ufz's switches and dQ sent by tensor
   // reductions a tile later (kDqBulk = 3, sm_90; the REDGs before it); under the causal mask
   // the grid launches every head's first K/V tile first (kHeavyFirst = 2: row fa2d64ch's
-  // causal kernel, fa2d64c's without the mask).
-  using Traits = std::conditional_t<
-      kTunedBwd,
-      Bwd2dTraits<64, Element, false, true, 4, true, true, true, 128, 4, 4, 4, false, 2, 3, 2>,
-      BwdTraits<64, 64, 128, Element>>;
+  // causal kernel, fa2d64c's without the mask); each Q tile's Q and dO copied by the TMA
+  // (kQTma, sm_90: row fa2d64cq).
+  using Traits = std::conditional_t<kTunedBwd,
+                                    Bwd2dTraits<64, Element, false, true, 4, true, true, true, 128,
+                                                4, 4, 4, false, 2, 3, 2, true>,
+                                    BwdTraits<64, 64, 128, Element>>;
   // This file's kernel, 64 rows × 128 keys, 119 KB (untuned: 101 KB), row b1p2mcz: for a
   // device whose blocks cannot have the 2-D kernel's 199 KB.
   using Fallback = std::conditional_t<
@@ -419,11 +420,11 @@ struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 
   // dV 4 along the keys, dQ 2 along the rows) with dQ's k loop unrolled (kDqUnroll = 8) and
   // dQ sent by tensor reductions a tile later (kDqBulk = 3, sm_90; the REDGs before it); under
   // the causal mask heavy first (kHeavyFirst = 2: row fa2ufzuch's causal kernel, fa2ufzuc's
-  // without the mask).
-  using Traits = std::conditional_t<
-      kTunedBwd,
-      Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64, 2, 4, 2, false, 8, 3, 2>,
-      BwdTraits<128, 32, 128, Element>>;
+  // without the mask); each Q tile's Q and dO copied by the TMA (kQTma, sm_90: row fa2ufzucq).
+  using Traits = std::conditional_t<kTunedBwd,
+                                    Bwd2dTraits<128, Element, false, true, 8, true, true, true, 64,
+                                                2, 4, 2, false, 8, 3, 2, true>,
+                                    BwdTraits<128, 32, 128, Element>>;
   // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
   // blocks cannot have the 2-D kernel's 196 KB (an A100, whose limit is 163 KB; one with less
   // than 126.5 KB is refused by check_device).
