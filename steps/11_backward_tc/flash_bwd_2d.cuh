@@ -1,13 +1,14 @@
 // flash_bwd_2d.cuh — step 11's backward with FlashAttention-2's two-dimensional warp layouts:
 // the step's main kernel at both head dims (BwdConfig<d, ·>::Traits, kernel_traits.cuh: the
-// switches of bin/variants_11's row "fa2ufzuc" at d = 128, and FlashAttention-2's d = 64
-// layouts with fa2ufz's switches and dQ by tensor reductions, row "fa2d64c", at d = 64: the
-// fastest it measured with its tests run) wherever a block may have its 196 KB (d = 128) or
-// 199 KB (d = 64) of shared memory. bin/variants_11 also runs it with the other switches of
-// Bwd2dTraits (rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc", "fa2uf", "fa2ufz"; the dQ product's:
-// "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb", "fa2ufzub", "fa2ufzut", and at d = 64 "fa2d64r",
-// "fa2d64u", "fa2d64b", "fa2d64ub", "fa2d64t", "fa2d64c") and other layouts at d = 64 (rows
-// "fa2d64s2", "fa2d64m64").
+// switches of bin/variants_11's row "fa2ufzucq" at d = 128, and FlashAttention-2's d = 64
+// layouts with fa2ufz's switches, dQ by tensor reductions and Q, dO by the TMA, row
+// "fa2d64cq", at d = 64: the fastest it measured with its tests run) wherever a block may have
+// its 197 KB (d = 128) or 200 KB (d = 64) of shared memory on an sm_90 device. bin/variants_11
+// also runs it with the other switches of Bwd2dTraits (rows "fa2", "fa2q", "fa2m", "fa2u",
+// "fa2mc", "fa2uf", "fa2ufz"; the dQ product's: "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb",
+// "fa2ufzub", "fa2ufzut", "fa2ufzuc", and at d = 64 "fa2d64r", "fa2d64u", "fa2d64b", "fa2d64ub",
+// "fa2d64t", "fa2d64c"; the grid's order: "fa2ufzuch", "fa2d64ch"; the copies: "fa2ufzucq",
+// "fa2d64cq") and other layouts at d = 64 (rows "fa2d64s2", "fa2d64m64").
 //
 // The kernel chapter 11 builds (flash_bwd_kernel.cuh; the step's fallback on a device with
 // less shared memory per block) gives each of its 8 warps 16 keys and computes
@@ -62,9 +63,10 @@
 // Shared memory (d = 128, kBlockM = 64, kBlockN = 128): K, V 2 · 32 KB (whole kernel); Q, dO
 // double-buffered 2 · 2 · 16 KB (cp.async); P and dS 2 · 64 · 272 B = 34 KB; L and D of both
 // stages 1 KB: 163 KB; with kDqBulk = 3 (the step's) each warp's 32 × 32 of dQ staged, 32 KB
-// and 1 KB of alignment slack: 196 KB. Two barriers per Q tile: one at its start (this tile's
-// copies have landed; every warp is done with the previous tile's P, dS and stage), one after P and
-// dS are written (the causal diagonal's __syncthreads_or stands in for it).
+// and 1 KB of alignment slack: 196 KB (197 KB with kQTma's barriers and slack). Two barriers per Q
+// tile: one at its start (this tile's copies have landed; every warp is done with the previous
+// tile's P, dS and stage), one after P and dS are written (the causal diagonal's __syncthreads_or
+// stands in for it).
 //
 // Shared-memory bytes per warp and Q tile, against FLOPs (step 11's count, kernel_traits.cuh):
 //   S, dP     A: Q, dO 2 · 32 · 128 · 2 = 16 KB; B: K, V 2 · 32 · 128 · 2 = 16 KB   0.52 MFLOP
@@ -76,7 +78,7 @@
 // At d = 64 (kBlockN = 128, the same 2 barriers per Q tile):
 //   kBlockM = 128 (4 × 2, 4 × 2, 4 × 2): K, V 2 · 16 KB; Q, dO 2 · 2 · 16 KB; P and dS
 //   2 · 128 · 272 B = 68 KB; L and D 2 KB: 166 KB, and with kDqBulk's staging areas (8 warps ×
-//   4 KB, plus up to 1 KB to align them) 199 KB. Per warp and Q tile:
+//   4 KB, plus up to 1 KB to align them) 199 KB (200 KB with kQTma's). Per warp and Q tile:
 //     S, dP     A: Q, dO 2 · 32 · 64 · 2 = 8 KB; B: K, V 2 · 64 · 64 · 2 = 16 KB     0.52 MFLOP
 //     P, dS     written: 2 · 32 · 64 · 2 = 8 KB
 //     dV, dK    A: Pᵀ, dSᵀ 2 · 32 · 128 · 2 = 16 KB; B: dO, Q 2 · 128 · 32 · 2 = 16 KB 0.52 MFLOP

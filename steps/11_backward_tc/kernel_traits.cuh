@@ -193,7 +193,9 @@ struct BwdParams {
 // d = 64 layouts (128-row tiles, 166 KB) ran 1.11–1.22 × that (row fa2d64), and 1.00–1.05 ×
 // more with dQ sent by tensor reductions (row fa2d64c, 199 KB, docs/results/
 // h200-variants-11-7496b30.md): it is the step's at d = 64, and this kernel the fallback at both
-// d where a block cannot have that much.
+// d where a block cannot have that much. At both d the 2-D kernel then ran 1.06–1.15 × faster
+// with each Q tile's Q and dO copied by the TMA (rows fa2ufzucq, fa2d64cq, 197 and 200 KB,
+// docs/results/h200-variants-11-24679ea.md), as the step runs it on sm_90.
 // ---------------------------------------------------------------------------------------------
 //
 // The switches after the tiles (all off in the configuration above; bin/variants_11 measures
@@ -382,7 +384,8 @@ constexpr bool heavy_first_grid() {
 /// FlashAttention-2's 2-D warp layouts (flash_bwd_2d.cuh), its S/dP loop unrolled, no selects
 /// on the Q tiles that need no mask, the deterministic mode compiled per mode, the tiles
 /// counted, P's exp2 flushing subnormals and dQ sent by tensor reductions, and at d = 128 dQ's
-/// k loop unrolled (rows fa2ufzuc at d = 128, fa2d64c at d = 64, with 128-row tiles); where a
+/// k loop unrolled, and on sm_90 Q and dO copied by the TMA (rows fa2ufzucq at d = 128, fa2d64cq
+/// at d = 64, with 128-row tiles); where a
 /// block cannot have its shared memory, this file's kernel with one barrier per Q tile, dQ's
 /// atomics in pairs and, at d = 64, the same switches (row b1p2mcz). false: the configuration
 /// chapter 11 builds first (64 × 128 at d = 64, 32 × 128 at d = 128, this kernel with every switch
@@ -396,7 +399,7 @@ constexpr bool kTunedBwd = true;
 template <int kHeadDim, class Element>
 struct BwdConfig;
 template <class Element>
-struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 199 KB smem
+struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 200 KB smem
   // fa2d64c, FlashAttention-2's d = 64 layouts (128 rows; S, dP 4 warps along the rows, dK, dV
   // 4 along the keys, dQ 4 along the rows) with fa2ufz's switches and dQ sent by tensor
   // reductions a tile later (kDqBulk = 3, sm_90; the REDGs before it); under the causal mask
@@ -408,14 +411,14 @@ struct BwdConfig<64, Element> {  // 128 rows × 128 keys, 8 warps, 2-D layouts: 
                                                 4, 4, 4, false, 2, 3, 2, true>,
                                     BwdTraits<64, 64, 128, Element>>;
   // This file's kernel, 64 rows × 128 keys, 119 KB (untuned: 101 KB), row b1p2mcz: for a
-  // device whose blocks cannot have the 2-D kernel's 199 KB.
+  // device whose blocks cannot have the 2-D kernel's 200 KB (or older than sm_90).
   using Fallback = std::conditional_t<
       kTunedBwd,
       BwdTraits<64, 64, 128, Element, 1, true, true, false, false, false, false, true, true, true>,
       Traits>;
 };
 template <class Element>
-struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 196 KB smem
+struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 197 KB smem
   // fa2ufzuc, FlashAttention-2's d = 128 layouts (64 rows; S, dP 2 warps along the rows, dK,
   // dV 4 along the keys, dQ 2 along the rows) with dQ's k loop unrolled (kDqUnroll = 8) and
   // dQ sent by tensor reductions a tile later (kDqBulk = 3, sm_90; the REDGs before it); under
@@ -426,7 +429,7 @@ struct BwdConfig<128, Element> {  // 64 rows × 128 keys, 8 warps, 2-D layouts: 
                                                 2, 4, 2, false, 8, 3, 2, true>,
                                     BwdTraits<128, 32, 128, Element>>;
   // This file's kernel, 32 rows × 128 keys, 126.5 KB (untuned: 116.5 KB): for a device whose
-  // blocks cannot have the 2-D kernel's 196 KB (an A100, whose limit is 163 KB; one with less
+  // blocks cannot have the 2-D kernel's 197 KB (an A100, whose limit is 163 KB; one with less
   // than 126.5 KB is refused by check_device).
   using Fallback =
       std::conditional_t<kTunedBwd, BwdTraits<128, 32, 128, Element, 1, true, true>, Traits>;
