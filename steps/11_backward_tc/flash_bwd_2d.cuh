@@ -61,12 +61,12 @@
 // S and dP phase as at d = 128.
 //
 // Shared memory (d = 128, kBlockM = 64, kBlockN = 128): K, V 2 · 32 KB (whole kernel); Q, dO
-// double-buffered 2 · 2 · 16 KB (cp.async); P and dS 2 · 64 · 272 B = 34 KB; L and D of both
-// stages 1 KB: 163 KB; with kDqBulk = 3 (the step's) each warp's 32 × 32 of dQ staged, 32 KB
-// and 1 KB of alignment slack: 196 KB (197 KB with kQTma's barriers and slack). Two barriers per Q
-// tile: one at its start (this tile's copies have landed; every warp is done with the previous
-// tile's P, dS and stage), one after P and dS are written (the causal diagonal's __syncthreads_or
-// stands in for it).
+// double-buffered 2 · 2 · 16 KB (cp.async, or the TMA with kQTma); P and dS 2 · 64 · 272 B = 34 KB;
+// L and D of both stages 1 KB: 163 KB; with kDqBulk = 3 (the step's) each warp's 32 × 32 of dQ
+// staged, 32 KB and 1 KB of alignment slack: 196 KB (197 KB with kQTma's barriers and slack). Two
+// barriers per Q tile: one at its start (this tile's copies have landed; every warp is done with
+// the previous tile's P, dS and stage), one after P and dS are written (the causal diagonal's
+// __syncthreads_or stands in for it).
 //
 // Shared-memory bytes per warp and Q tile, against FLOPs (step 11's count, kernel_traits.cuh):
 //   S, dP     A: Q, dO 2 · 32 · 128 · 2 = 16 KB; B: K, V 2 · 32 · 128 · 2 = 16 KB   0.52 MFLOP
@@ -234,7 +234,8 @@ struct Bwd2dTraits {
   static constexpr int kKStepsQ = kBlockN / 16;
   static_assert(kDqUnroll == 2 || kDqUnroll == kKStepsQ, "dQ's k loop by 2 or every step");
 
-  // Shared memory: K, V, Q, dO swizzled [rows][kHeadDim] as in the step; P and dS
+  // Shared memory: K, V, Q, dO swizzled [rows][kHeadDim] as in the step (Q and dO with kQTma
+  // at d = 128: kQBoxes boxes of [rows][64], q_swizzle); P and dS
   // [kBlockM][kBlockN + 8] Elements (rows 272 bytes apart: 8 rows fall in 8 different 16-byte
   // bank groups, for the 32-bit stores and for ldmatrix with or without .trans).
   static constexpr int kChunksPerRow = kHeadDim * 2 / 16;
@@ -246,8 +247,8 @@ struct Bwd2dTraits {
   static constexpr int kRowVecBytes = kBlockM * 4;
   static constexpr int kOffK = 0;
   static constexpr int kOffV = kOffK + kKVBytes;
-  static constexpr int kOffQ = kOffV + kKVBytes;            // [kStages][kBlockM][kHeadDim]
-  static constexpr int kOffDo = kOffQ + kStages * kQBytes;  // [kStages][kBlockM][kHeadDim]
+  static constexpr int kOffQ = kOffV + kKVBytes;            // [kStages] Q tiles (q_swizzle)
+  static constexpr int kOffDo = kOffQ + kStages * kQBytes;  // [kStages] dO tiles (q_swizzle)
   static constexpr int kOffP = kOffDo + kStages * kQBytes;  // [kBlockM][kBlockN + 8]
   static constexpr int kOffDs = kOffP + kPBytes;            // [kBlockM][kBlockN + 8]
   static constexpr int kOffL = kOffDs + kPBytes;            // [kStages][kBlockM] fp32
@@ -301,12 +302,17 @@ struct Bwd2dTraits {
   static_assert(!kQTma || (kOffQ % 1024 == 0 && kOffDo % 1024 == 0 && kQBoxBytes % 1024 == 0),
                 "kQTma: every box of Q and dO at a 1024-byte boundary (the swizzle's period)");
   static_assert(kQPitch == 128 || !kQTma, "kQTma: boxes of 128-byte rows");
+  static_assert(kOffBar % 8 == 0, "kQTma: mbarriers are 8-byte aligned");
+  static_assert(kQBoxes == 1 || kKvDims == 64,
+                "kQTma's boxes: each warp's dims of dK and dV inside one box (kv_q_lane, the "
+                "exact path)");
 
-  /// \brief Byte offset of chunk `chunk` of row `row` of a K, V, Q or dO tile (the step's).
+  /// \brief Byte offset of chunk `chunk` of row `row` of a K or V tile, and of a Q or dO tile
+  /// without kQTma's boxes (q_swizzle).
   __device__ static constexpr uint32_t swizzle(int row, int chunk) {
     return static_cast<uint32_t>((row * kChunksPerRow + (chunk ^ (row % 8))) * 16);
   }
-  /// \brief Byte offset of element `col` of row `row` of a K, V, Q or dO tile.
+  /// \brief Byte offset of element `col` of row `row` of a K or V tile (or Q, dO as swizzle()).
   __device__ static constexpr uint32_t element(int row, int col) {
     return swizzle(row, col / 8) + 2 * (col % 8);
   }
@@ -539,7 +545,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       for (int e = 0; e < 4; ++e) acc_dk[mt][nt][e] = acc_dv[mt][nt][e] = 0.f;
 
   // Per-lane ldmatrix offsets. Swizzled tiles (rows a multiple of 8 added outside; step j
-  // along d is one XOR with 32·j, as in the step):
+  // along d is one XOR with 32·j, as in the step; with kQTma Q and dO use qa_lane below):
   //   a_lane   A from a [row][d] tile (Q, dO as A of S, dP)
   //   b_lane   B from a [row][d] tile, non-transposed (K, V as B of S, dP: two n8 key tiles)
   //   bt_lane  B from a [row][d] tile, transposed (dO, Q for dV, dK; K for dQ: two n8 dim tiles)

@@ -791,9 +791,6 @@ namespace fa::step11 {
 // ---------------------------------------------------------------------------------------------
 // Host side: three launches on one stream, for either main kernel.
 // ---------------------------------------------------------------------------------------------
-/// \brief The tensor map of p.dq_acc for Bwd2dTraits' kDqBulk = 2 and 3: dims (d, N_q, B · H_q)
-/// fp32, strides 4·d and 4·N_q·d bytes ([B, H_q, N_q, d]), boxes of box_cols dims × box_rows rows
-/// of one head, 128-byte swizzle. Rows past N_q fall outside the map: a reduction skips them.
 /// \brief The driver's cuTensorMapEncodeTiled, reached through the runtime, as step 08 does (no
 /// libcuda), looked up once.
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
@@ -819,6 +816,9 @@ inline EncodeTiled tensor_map_encoder() {
   return encode;
 }
 
+/// \brief The tensor map of p.dq_acc for Bwd2dTraits' kDqBulk = 2 and 3: dims (d, N_q, B · H_q)
+/// fp32, strides 4·d and 4·N_q·d bytes ([B, H_q, N_q, d]), boxes of box_cols dims × box_rows rows
+/// of one head, 128-byte swizzle. Rows past N_q fall outside the map: a reduction skips them.
 inline CUtensorMap make_dq_tensor_map(const BwdParams& p, int box_cols, int box_rows) {
   const EncodeTiled encode = tensor_map_encoder();
   const cuuint64_t d = static_cast<cuuint64_t>(p.head_dim), n = static_cast<cuuint64_t>(p.n_q);
@@ -896,6 +896,18 @@ inline unsigned blocks_for(long long work, int threads) {
   return static_cast<unsigned>(b < 65536 ? (b > 0 ? b : 1) : 65536);
 }
 
+/// \brief The PTX architecture the main kernel of `Traits` was compiled from (90 for sm_90):
+/// kQTma's tensor copies exist only where it is 90 or more (built for an older GPU and run on
+/// an sm_90 one through the driver's compiler, they would be empty, mma.cuh).
+template <class Traits>
+int main_kernel_ptx_version() {
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(
+      &attr, reinterpret_cast<const void*>(
+                 main_kernel<Traits, false, false>(typename Traits::WarpLayout{}))));
+  return attr.ptxVersion;
+}
+
 /// \brief The three kernels with the main kernel's tiles and switches `Traits`, BwdTraits or
 /// Bwd2dTraits (run_flash_bwd: the step's own; bin/variants_11: others). `p` must have been made
 /// for Traits::kBlockN (deterministic mode: one dQ slab per CTA along the keys).
@@ -914,11 +926,12 @@ void run_flash_bwd_traits(const BwdParams& params, cudaStream_t stream) {
     int device = 0, major = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    if (major < 9)
+    if (major < 9 || main_kernel_ptx_version<Traits>() < 90)
       throw CudaError(cudaErrorInvalidDeviceFunction,
                       "step 11 with Q and dO copied by the TMA (kQTma) needs compute capability "
-                      "9.0 or newer; this device has " +
-                          std::to_string(major) + ".x");
+                      "9.0 or newer and its kernel compiled for it; this device has " +
+                          std::to_string(major) + ".x, the kernel was compiled for " +
+                          std::to_string(main_kernel_ptx_version<Traits>()));
     p.q_map = make_q_tensor_map<Element>(p, p.q, Traits::kBlockM, "Q");
     p.do_map = make_q_tensor_map<Element>(p, p.d_o, Traits::kBlockM, "dO");
   }
@@ -936,7 +949,8 @@ void run_flash_bwd_traits(const BwdParams& params, cudaStream_t stream) {
 }
 
 /// The step's configuration (BwdConfig): Traits where this device's shared memory per block
-/// holds it (and, for its TMA copies, the device is sm_90 or newer), else Fallback.
+/// holds it (and, for its TMA copies, the device and the kernel's build are sm_90 or newer), else
+/// Fallback.
 template <int kHeadDim, class Element>
 void run_flash_bwd(const BwdParams& p, cudaStream_t stream) {
   using Traits = typename BwdConfig<kHeadDim, Element>::Traits;
@@ -948,8 +962,9 @@ void run_flash_bwd(const BwdParams& p, cudaStream_t stream) {
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    // Traits' TMA copies (kQTma) need sm_90: an older device runs Fallback whatever its memory.
-    if (smem < Traits::kSmemBytes || (Traits::kQTma && major < 9)) {
+    // Traits' TMA copies (kQTma) need sm_90, and the kernel compiled for it: otherwise Fallback.
+    if (smem < Traits::kSmemBytes ||
+        (Traits::kQTma && (major < 9 || main_kernel_ptx_version<Traits>() < 90))) {
       run_flash_bwd_traits<Fallback>(p, stream);
       return;
     }

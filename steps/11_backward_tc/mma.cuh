@@ -227,7 +227,9 @@ __device__ __forceinline__ void cp_async_4(uint32_t smem_addr, const void* gmem,
 // then a barrier or __syncwarp), and the source is not written again before the thread that
 // issued the reduction has seen it read (commit_group, then wait_group.read).
 // Compiled for an older GPU these functions are empty: the kernel calls them only where
-// __CUDA_ARCH__ >= 900 (kBulk in flash_bwd_kernel.cuh and flash_bwd_2d.cuh), and an
+// __CUDA_ARCH__ >= 900 (kBulk in flash_bwd_kernel.cuh and flash_bwd_2d.cuh), or, for kQTma's
+// tensor copies below, the host launches that kernel only when it was compiled for sm_90 or newer
+// (main_kernel_ptx_version, flash_bwd_kernel.cuh); and an
 // unoptimised (-G) build for sm_80 still emits the code of a branch that cannot be taken,
 // which ptxas would refuse.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900

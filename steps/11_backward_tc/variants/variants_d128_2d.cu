@@ -1,9 +1,8 @@
 // variants_d128_2d.cu — the rows "fa2", "fa2q", "fa2m", "fa2u", "fa2mc", "fa2uf", "fa2ufz",
 // "fa2ufzr", "fa2ufzu", "fa2ufzru", "fa2ufzb", "fa2ufzub", "fa2ufzut", "fa2ufzuc", "fa2ufzuch" and
-// "fa2ufzucq" of step 11's
-// backward table (bin/variants_11): the kernel with FlashAttention-2's two-dimensional warp
-// layouts (flash_bwd_2d.cuh, the step's at d = 128 in fa2ufzuc's switches) and its switches,
-// bf16, d = 128, described as a Variant by make_variant.cuh's make_variant_2d.
+// "fa2ufzucq" of step 11's backward table (bin/variants_11): the kernel with FlashAttention-2's
+// two-dimensional warp layouts (flash_bwd_2d.cuh, the step's at d = 128 in fa2ufzucq's switches)
+// and its switches, bf16, d = 128, described as a Variant by make_variant.cuh's make_variant_2d.
 #include <cuda_bf16.h>
 
 #include <string>
@@ -232,7 +231,8 @@ void add_d128_2d_variants(std::vector<Variant>& out) {
   // only warp 0 waits, and for a reduction a whole tile old. Predicted against fa2ufzu:
   // 1.03–1.07× at N = 4096 and 16384 non-causal, 1.02–1.05× causal.
   // Measured (h200-variants-11-d91d3f9.md): 1.04× fa2ufzu at every length, non-causal and
-  // causal, inside the prediction. The step's at d = 128 (BwdConfig<128>, kernel_traits.cuh).
+  // causal, inside the prediction. The step's at d = 128 (BwdConfig<128>, kernel_traits.cuh)
+  // from commit d91d3f9, with the grid's order and the TMA's copies (fa2ufzucq) added since.
   out.push_back(make_variant_2d<Bwd2dTraits<128, __nv_bfloat16, false, true, 8, true, true, true,
                                             64, 2, 4, 2, false, 8, 3>>(
       "fa2ufzuc", "fa2ufzut with the boxes sent by one thread after the next tile's barrier"));

@@ -5,9 +5,9 @@
 // switches of fa2ufz (the step's at d = 128), bf16, described as a Variant by make_variant.cuh's
 // make_variant_2d. The first three were measured against b1p2mcz, the step's kernel at d = 64 when
 // they were written; fa2d64 won (docs/results/, chapter 11), b1p2mcz became its fallback. The next
-// six change fa2d64's dQ product and are predicted against it; fa2d64c is the step's at d = 64
-// now (BwdConfig<64>, kernel_traits.cuh), fa2d64ch its grid order under the mask, and fa2d64cq
-// the step's kernel with Q and dO copied by the TMA.
+// six change fa2d64's dQ product and are predicted against it; fa2d64c was the step's at d = 64
+// from commit 7496b30, fa2d64ch is its grid order under the mask, and fa2d64cq the step's kernel
+// with Q and dO copied by the TMA, the step's at d = 64 now (BwdConfig<64>, kernel_traits.cuh).
 #include <cuda_bf16.h>
 
 #include <vector>
