@@ -89,7 +89,7 @@ def finish(rec, hbm_tbps):
     rec["tbps"] = kv / (rec["median_ms"] * 1e-3) / 1e12
     rec["hbm_fraction"] = rec["tbps"] / hbm_tbps
     keep = SHAPE + ("impl", "layout", "splits", "rule", "median_ms", "kv_bytes", "tbps",
-                    "hbm_fraction", "gqa", "note")
+                    "hbm_fraction", "gqa", "note", "hbm_wait_ms", "hbm_wait_gave_up")
     return {k: rec[k] for k in ("impl",) + tuple(k for k in keep if k != "impl") if k in rec}
 
 
@@ -153,6 +153,11 @@ def load_peers(path):
                        kv_bytes=r.get("kv_bytes"))
             if r.get("gqa") == "expanded":  # the backend refused enable_gqa (peers.py)
                 rec.update(gqa="expanded", note=str(r.get("note", "")))
+            # peers.py's wait for HBM reads at speed before the shape (none: --no-hbm-wait)
+            if r.get("hbm_wait_ms") is not None:
+                rec["hbm_wait_ms"] = float(r["hbm_wait_ms"])
+            if r.get("hbm_wait_gave_up"):
+                rec["hbm_wait_gave_up"] = True
         except (KeyError, TypeError, ValueError) as e:
             raise DecodeError(f"{path}: result {i}: "
                               + (f"no field {e}" if isinstance(e, KeyError) else str(e)))
@@ -229,7 +234,8 @@ def table(header, rows):
 def cell(r):
     if r is None:
         return "–"
-    mark = " †" if r.get("gqa") == "expanded" else ""
+    mark = (" †" if r.get("gqa") == "expanded" else "") + (" ‡" if r.get("hbm_wait_gave_up")
+                                                          else "")
     return f"{r['tbps']:.2f} ({100 * r['hbm_fraction']:.0f}%){mark}"
 
 
@@ -337,6 +343,15 @@ def group_tables(dtype, d, q_len, rs, skipped):
                 "counts the cache's bytes once:", ""]
         out += [f"- {r['impl']}, B = {r['batch']}, H_q/H_kv = {r['heads_q']}/{r['heads_kv']}, "
                 f"N = {r['cache']}: {r.get('note', '')}" for r in expanded]
+        out.append("")
+    gave_up = [r for r in rs if r.get("hbm_wait_gave_up")]
+    if gave_up:
+        out += ["‡ timed although the wait for HBM reads at speed before the shape gave up "
+                "(`peers.py`: its probe still read below the run's yardstick when the wait's "
+                "time was spent), so the figure may be low:", ""]
+        out += [f"- {r['impl']}, B = {r['batch']}, H_q/H_kv = {r['heads_q']}/{r['heads_kv']}, "
+                f"N = {r['cache']}, {r['layout']}: waited {r.get('hbm_wait_ms', 0):.0f} ms"
+                for r in gave_up]
         out.append("")
     if refusals:
         out += ["Not measured (the peer refused the shape or ran out of memory):", ""]

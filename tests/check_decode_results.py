@@ -9,8 +9,10 @@ one refusal). Registered in ctest as conventions/decode_results.
      hbm_fraction over the HBM bandwidth of the run; the header carries the HBM figure.
   2. The Markdown: the TB/s (%) table with ours in every layout and each peer, a refused peer
      marked "skipped" and listed with its message, a peer measured on K and V expanded to H_q
-     heads (it refused enable_gqa) marked † with its refusal, the ratios (ours / peer, paged /
-     contiguous) and the split rule's table with the best forced count.
+     heads (it refused enable_gqa) marked † with its refusal, a peer timed after its wait for
+     HBM reads at speed gave up marked ‡ with its wait (every record keeps hbm_wait_ms), the
+     ratios (ours / peer, paged / contiguous) and the split rule's table with the best forced
+     count.
   3. --decode --merge without inputs re-renders the Markdown byte for byte.
   4. Refusals: a bench file without the HBM figure, a peers file of another pass, a record
      whose kv_bytes is not its shape's, a name that is not a decoding record's.
@@ -99,6 +101,9 @@ def peers_doc(kind="decode"):
             if impl == "torch_cudnn" and hkv == 8:  # measured on K, V expanded by peers.py
                 results[-1].update(gqa="expanded", note="enable_gqa refused: No available "
                                                         "kernel. Aborting execution.")
+            results[-1]["hbm_wait_ms"] = 12.5  # peers.py's wait for HBM reads at speed
+            if impl == "torch_flash" and hkv == 32:  # a wait that gave up
+                results[-1].update(hbm_wait_ms=5000.0, hbm_wait_gave_up=True)
     skipped = [{"pass": "decode", "impl": "torch_efficient", "dtype": "bf16", "d": 128,
                 "batch": 1, "heads_q": 32, "heads_kv": 8, "q_len": 1, "cache": 16384,
                 "layout": "contiguous", "reason": "No available kernel. Aborting execution."}]
@@ -159,6 +164,14 @@ def main():
                "a peer measured on expanded K and V is marked and its refusal listed")
         expect([r.get("gqa") for r in theirs].count("expanded") == 1,
                f"the record keeps gqa: expanded: {theirs}")
+        expect(all(r.get("hbm_wait_ms") in (12.5, 5000.0) for r in theirs)
+               and [r.get("hbm_wait_gave_up") for r in theirs].count(True) == 1,
+               f"the peers' records keep their HBM waits and the one that gave up: {theirs}")
+        expect("| 8 | 32/32 | 4096 | 1 | 3.60 (90%) | 3.50 (87%) | 3.55 (89%) | 3.00 (75%) | "
+               "2.00 (50%) ‡ | – |" in md
+               and "- torch_flash, B = 8, H_q/H_kv = 32/32, N = 4096, contiguous: waited 5000 ms"
+               in md and "‡ timed although the wait for HBM reads" in md,
+               "a peer timed after its HBM wait gave up is marked and listed with its wait")
         expect("- torch_efficient, B = 1, H_q/H_kv = 32/8, N = 16384: No available kernel. "
                "Aborting execution." in md, "a refusal is listed with its message")
         expect("| 1 | 32/8 | 16384 | 2.00× | 2.67× | – | 0.97× | 0.98× |" in md,
