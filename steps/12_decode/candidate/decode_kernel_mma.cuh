@@ -31,6 +31,13 @@
 // result does not depend on the split count beyond the order of fp32 sums; ℓ sums P in fp32.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime)
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
 #include "split_tiles.cuh"  // the split's tiles and their copies; the chapter's helpers
 
 namespace fa::step12 {
@@ -47,7 +54,7 @@ template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, b
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
           bool kSwizzle_ = false, bool kTileTable_ = false, int kL2Bytes_ = 0,
           bool kTileBase_ = false, bool kLazyRescale_ = false, int kClusterHeads_ = 1,
-          int kHeads_ = 1, bool kFixedRows_ = false>
+          int kHeads_ = 1, bool kFixedRows_ = false, bool kTma_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -109,6 +116,21 @@ struct DecodeTraitsMma {
   // kTileBase_ and kL2Bytes_ then do not apply.
   static constexpr bool kFixedRows = kFixedRows_;
   static_assert(!kFixedRows || kHeads > 1, "the fixed rows are those of several heads");
+  // A whole tile of K and one of V copied by the Tensor Memory Accelerator (sm_90's
+  // cp.async.bulk.tensor) instead of each thread's cp.async: thread 0 asks for kHeadDim / 64
+  // boxes of kBlockN positions × 64 dims of each, by the cache's tensor maps (KvTensorMaps
+  // below), the bytes counted on the stage's mbarrier. The 128-byte swizzle takes boxes at
+  // most 128 bytes wide, so a tile lies in shared memory as kHeadDim / 64 panels of kBlockN
+  // rows of 128 bytes, chunk c of row r at panel c / 8, chunk (c % 8) ^ (r % 8) (kv_offset);
+  // at d = 64 that is kSwizzle's layout. Only a tile whose keys are all attended to and lie in
+  // one page (or the contiguous cache) goes by the TMA; any other (the last of a sequence,
+  // pages smaller than a tile) by the cp.async copies, into the same layout. A block-table
+  // entry outside the pool is a box outside the map: the TMA writes zeros and reads nothing.
+  static constexpr bool kTma = kTma_;
+  static_assert(!kTma || (kSwizzle_ && kHeads_ == 1 && !kBulk_ && kClusterHeads_ == 1 &&
+                          kPrefetch_ == 0 && kHeadDim_ % 64 == 0),
+                "the TMA's tiles: swizzled rows, one head per block, no other bulk copy, no "
+                "cluster, no L2 prefetch, d in boxes of 64");
   static_assert(!(kTileBase && kBulk), "the tile's base address: the cp.async copies only");
   static_assert(!(kL2Bytes && kBulk), "the prefetch size qualifies the cp.async copies only");
   static constexpr int kWarps = kWarps_;
@@ -131,10 +153,41 @@ struct DecodeTraitsMma {
   __device__ static constexpr uint32_t chunk_offset(int row, int chunk) {
     return static_cast<uint32_t>(row * kRowBytes + (kSwizzle ? chunk ^ (row % 8) : chunk) * 16);
   }
+  // K and V tiles: bytes from a row to the next in shared memory (a panel's 128 with kTma),
+  // and rows per panel (0: one panel, rows of kRowBytes).
+  static constexpr int kTileRowBytes = kTma ? 128 : kRowBytes;
+  static constexpr int kPanelRows = kTma ? kBlockN : 0;
+  /// \brief Byte offset of 16-byte chunk `chunk` of row `row` of a K or V tile in shared memory.
+  __device__ static constexpr uint32_t kv_offset(int row, int chunk) {
+    if constexpr (kTma) {
+      return static_cast<uint32_t>((chunk / 8) * kBlockN * 128 + row * 128 +
+                                   ((chunk % 8) ^ (row % 8)) * 16);
+    } else {
+      return chunk_offset(row, chunk);
+    }
+  }
+  /// \brief A lane's ldmatrix address for k16 step `step` (chunks 2·step, 2·step + 1) from its
+  /// address `lane_offset` for step 0 (a chunk below 2): the swizzle XORs the step into the
+  /// chunk (step 07's), and with kTma steps 4 … 7 lie one panel further.
+  __device__ static constexpr uint32_t kv_step(uint32_t lane_offset, int step) {
+    if constexpr (kTma) {
+      return (lane_offset ^ ((step % 4) * 32)) + (step / 4) * kBlockN * 128;
+    } else if constexpr (kSwizzle) {
+      return lane_offset ^ (step * 32);
+    } else {
+      return lane_offset + step * 32;
+    }
+  }
   static constexpr std::size_t kQBytes = std::size_t{kHeads} * kMaxRows * kRowBytes;
   static constexpr std::size_t kTileBytes = std::size_t{kBlockN} * kRowBytes;
   static constexpr std::size_t kBarOffset = kQBytes + 2 * kStages * kTileBytes;  // 16-aligned
-  static constexpr std::size_t kSmemBytes = kBarOffset + (kBulk ? 8 * kStages : 0);
+  // With kTma the 128-byte swizzle's panels start at multiples of 1024 bytes: the kernel
+  // rounds its shared memory's start up to one, hence 1 KiB more.
+  static constexpr std::size_t kAlign = kTma ? 1024 : 16;
+  static_assert(!kTma || (kQBytes % 1024 == 0 && kTileBytes % 1024 == 0),
+                "every panel on a 1024-byte boundary");
+  static constexpr std::size_t kSmemBytes =
+      kBarOffset + (kBulk || kTma ? 8 * kStages : 0) + (kTma ? 1024 : 0);
   // The warps' partials (O and L per warp and row) reuse the stages after the last tile.
   static constexpr std::size_t kMergeBytes = std::size_t{kWarps} * kMaxRows * (kHeadDim + 1) * 4;
   static_assert(kStages >= 2, "one tile in flight while one is computed, at the least");
@@ -197,6 +250,29 @@ __device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 #endif
 }
+/// \brief The box at coordinates (c0, c1, c2, c3) of the 4-D tensor map `map` (the address of a
+/// __grid_constant__ parameter's map) → shared memory at `dst`, the bytes completed on the
+/// mbarrier `bar`; coordinates outside the map read nothing and write zeros. One thread issues
+/// it.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint32_t bar, int c0,
+                                            int c1, int c2, int c3) {
+#if FA_DECODE_SM90
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+#endif
+}
+
+/// \brief The K and V caches' tensor maps (Traits::kTma; unused, zeros, otherwise): 4-D,
+/// (d, H_kv, N_max, B) for the contiguous cache, (d, H_kv, page_size, pages) for the pool,
+/// boxes of 64 dims × one head × kBlockN positions × one sequence or page (make_kv_tensor_maps).
+struct KvTensorMaps {
+  CUtensorMap k;
+  CUtensorMap v;
+};
+
 /// \brief Every thread of every block of the thread-block cluster arrives, then waits for all
 /// (release and acquire, so it orders shared memory as __syncthreads does); a launch without
 /// a cluster is a cluster of one block. Called by whole warps.
@@ -258,7 +334,8 @@ __device__ __forceinline__ void store_split_row(const DecodeParams& p, int64_t p
 
 template <class Traits, class Element>
 __global__ void __launch_bounds__(Traits::kThreads)
-    decode_attention_mma_kernel(const __grid_constant__ DecodeParams p) {
+    decode_attention_mma_kernel(const __grid_constant__ DecodeParams p,
+                                const __grid_constant__ KvTensorMaps maps) {
   constexpr int kD = Traits::kHeadDim, kN = Traits::kBlockN, kW = Traits::kWarps;
   constexpr int kR = Traits::kMaxRows, kStride = Traits::kStride, kS = Traits::kStages;
   constexpr int kRowBytes = Traits::kRowBytes, kChunks = Traits::kChunksPerRow;
@@ -267,7 +344,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
   constexpr int kNTiles = kD / 8;   // n8 tiles of O
   constexpr int kOutCols = kD / 32;
 
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // The dynamic shared memory's start rounded up to Traits::kAlign (kSmemBytes has the room).
+  unsigned char* smem =
+      smem_raw + (Traits::kAlign - smem_u32(smem_raw) % Traits::kAlign) % Traits::kAlign;
   Element* sQ = reinterpret_cast<Element*>(smem);                     // [kR][kStride]
   Element* sKV = reinterpret_cast<Element*>(smem + Traits::kQBytes);  // [stage][K, V][kN][kStride]
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -308,10 +388,12 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const int64_t row_elems = int64_t{p.heads_kv} * kD;
   const bool tile_in_page = !p.paged || p.page_size % kN == 0;
   constexpr bool kBulk = Traits::kBulk && FA_DECODE_SM90;
+  constexpr bool kTma = Traits::kTma && FA_DECODE_SM90;
   const uint32_t bars = smem_u32(smem + Traits::kBarOffset);  // kS mbarriers, 8 bytes each
-  if constexpr (kBulk) {  // each stage's barrier: one arrival per row of K and of V
+  if constexpr (kBulk || kTma) {  // each stage's barrier: one arrival per row of K and of V,
+                                  // or (kTma) thread 0's one
     if (tid == 0) {
-      for (int s = 0; s < kS; ++s) bulk_mbar_init(bars + 8 * s, 2 * kN);
+      for (int s = 0; s < kS; ++s) bulk_mbar_init(bars + 8 * s, kTma ? 1 : 2 * kN);
       bulk_fence_init();
     }
     __syncthreads();
@@ -343,12 +425,41 @@ __global__ void __launch_bounds__(Traits::kThreads)
           bulk_arrive(bar, 0);
         }
       }
+    } else if constexpr (kTma) {
+      const int pos0 = tile * kN;
+      if (tile_in_page && pos0 + kN <= key_end) {  // the same for every thread of the block
+        if (tid == 0) {
+          // The box's place: (dims, head g, position, sequence) in the contiguous cache, (dims,
+          // head g, row of the page, page) in the pool; an entry outside the pool, or a column
+          // outside the table (−1), lies outside the map: zeros, nothing read.
+          int row = pos0, unit = b;
+          if (p.paged) {
+            unit = table_entry(p, b, pos0 / p.page_size);
+            row = pos0 % p.page_size;
+          }
+          const uint32_t bar = bars + 8 * stage;
+          bulk_fence_proxy();  // after the block's cp.async writes to this stage, if any
+          bulk_arrive(bar, static_cast<uint32_t>(2 * Traits::kTileBytes));
+#pragma unroll
+          for (int c = 0; c < kD / 64; ++c) {
+            tma_load_4d(smem_u32(sK) + c * kN * 128, &maps.k, bar, c * 64, g, row, unit);
+            tma_load_4d(smem_u32(sV) + c * kN * 128, &maps.v, bar, c * 64, g, row, unit);
+          }
+        }
+      } else {  // every thread's cp.async, into the panels; the barrier's phase by thread 0
+        load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, Traits::kTileTable,
+                        Traits::kL2Bytes, Traits::kTileBase, Traits::kPanelRows>(p, b, g, tile,
+                                                                                 key_end, sK, sV);
+        if (tid == 0) bulk_arrive(bars + 8 * stage, 0);
+      }
     } else if constexpr (kG > 1) {
       load_tile_heads_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, kG,
                             Traits::kFixedRows>(p, b, g, tile, key_end, sK, sV);
     } else {
+      // (Traits::kPanelRows: the TMA's layout also where the TMA is compiled out, below sm_90.)
       load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, Traits::kTileTable,
-                      Traits::kL2Bytes, Traits::kTileBase>(p, b, g, tile, key_end, sK, sV);
+                      Traits::kL2Bytes, Traits::kTileBase, Traits::kPanelRows>(p, b, g, tile,
+                                                                               key_end, sK, sV);
     }
   };
   // The rows of tile `tile` into L2 (Traits::kPrefetch), a thread per row of K or V.
@@ -424,17 +535,16 @@ __global__ void __launch_bounds__(Traits::kThreads)
   // (With kSwizzle the chunk is XORed with the row's low 3 bits, lane % 8 for both; the chunk
   // of step j is 2j + c0 = 2j ^ c0 with c0 < 2, so chunk_offset(r, 2j + c0) is
   // chunk_offset(r, c0) ^ 32·j while 32·j stays below the row's power-of-two size.)
-  const uint32_t k_lane = Traits::chunk_offset(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
-  const uint32_t v_lane = Traits::chunk_offset(lane % 16, lane / 16);
-  const uint32_t kv_base = smem_u32(sKV) + warp * kKeys * kRowBytes;
+  // (With kTma, the tiles' panels: kv_offset and kv_step.)
+  const uint32_t k_lane = Traits::kv_offset(lane % 8 + 8 * (lane / 16), (lane / 8) % 2);
+  const uint32_t v_lane = Traits::kv_offset(lane % 16, lane / 16);
+  const uint32_t kv_base = smem_u32(sKV) + warp * kKeys * Traits::kTileRowBytes;
 
   for (int t = t_begin; t < t_end; ++t) {
     const int stage = (t - t_begin) % kS;
-    if constexpr (kBulk) {
+    if constexpr (kBulk || kTma)
       bulk_wait(bars + 8 * stage, ((t - t_begin) / kS) % 2);  // the stage's use number, mod 2
-    } else {
-      cp_async_wait<kS - 2>();
-    }
+    if constexpr (!kBulk) cp_async_wait<kS - 2>();
     if constexpr (Traits::kClusterHeads > 1) {
       cluster_sync();  // this block's threads and the cluster's other blocks alike
     } else {
@@ -446,8 +556,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
       cp_async_commit();
       prefetch_tile(next + Traits::kPrefetch);
     }
-    const uint32_t sK = kv_base + (2 * stage) * kN * kRowBytes;
-    const uint32_t sV = sK + kN * kRowBytes;
+    const uint32_t sK = kv_base + (2 * stage) * Traits::kTileBytes;
+    const uint32_t sV = sK + Traits::kTileBytes;
     const int key0 = t * kTileKeys + (warp % Traits::kWarpsPerHead) * kKeys;
 
     // S = Q Kᵀ: 16 rows × the warp's 16 keys (two n8 tiles), fp32.
@@ -455,7 +565,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
       uint32_t bk[4];
-      ldmatrix_x4(bk, sK + (Traits::kSwizzle ? k_lane ^ (ks * 32) : k_lane + ks * 32));
+      ldmatrix_x4(bk, sK + Traits::kv_step(k_lane, ks));
       mma_m16n8k16<Element>(s[0], qa[ks], bk[0], bk[1]);
       mma_m16n8k16<Element>(s[1], qa[ks], bk[2], bk[3]);
     }
@@ -530,7 +640,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
 #pragma unroll
     for (int dp = 0; dp < kNTiles / 2; ++dp) {
       uint32_t bv[4];
-      ldmatrix_x4_trans(bv, sV + (Traits::kSwizzle ? v_lane ^ (dp * 32) : v_lane + dp * 32));
+      ldmatrix_x4_trans(bv, sV + Traits::kv_step(v_lane, dp));
       mma_m16n8k16<Element>(acc[2 * dp], pa, bv[0], bv[1]);
       mma_m16n8k16<Element>(acc[2 * dp + 1], pa, bv[2], bv[3]);
       if constexpr (Traits::kSplitP) {
@@ -651,24 +761,97 @@ __global__ void __launch_bounds__(32 * kCombineWarps)
   store_output_row<kHeadDim, Element>(p, row, lane, acc, lse);
 }
 
+/// \brief The driver's cuTensorMapEncodeTiled, reached through the runtime (no libcuda), looked
+/// up once.
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                 const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                 const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+inline EncodeTiled tensor_map_encoder() {
+  static const EncodeTiled encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                cudaEnableDefault, &found));
+#else
+    CUDA_CHECK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found));
+#endif
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr)
+      throw CudaError(cudaErrorSymbolNotFound,
+                      "the CUDA driver does not provide cuTensorMapEncodeTiled (step 12's tensor "
+                      "copies of K and V)");
+    return reinterpret_cast<EncodeTiled>(fn);
+  }();
+  return encode;
+}
+
+/// \brief The K and V caches' tensor maps for Traits::kTma: 4-D, innermost first, (d, H_kv,
+/// N_max, B) over the contiguous cache or (d, H_kv, page_size, pages) over the pool, boxes of
+/// 64 dims × 1 head × Traits::kBlockN positions × 1, the 128-byte swizzle, L2 promotion of
+/// 128 bytes. Pools of pages smaller than a tile get no maps (zeros): their tiles go by
+/// cp.async.
+template <class Traits, class Element>
+KvTensorMaps make_kv_tensor_maps(const DecodeParams& p) {
+  KvTensorMaps maps{};
+  if (p.paged && p.page_size % Traits::kBlockN != 0) return maps;
+  const EncodeTiled encode = tensor_map_encoder();
+  const cuuint64_t d = static_cast<cuuint64_t>(p.head_dim);
+  const cuuint64_t rows = static_cast<cuuint64_t>(p.paged ? p.page_size : p.n_max);
+  const cuuint64_t units = static_cast<cuuint64_t>(p.paged ? p.num_pages : p.batch);
+  const cuuint64_t dims[4] = {d, static_cast<cuuint64_t>(p.heads_kv), rows, units};
+  const cuuint64_t row_bytes = 2 * d * static_cast<cuuint64_t>(p.heads_kv);
+  const cuuint64_t strides[3] = {2 * d, row_bytes, row_bytes * rows};
+  const cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(Traits::kBlockN), 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  constexpr CUtensorMapDataType kType = std::is_same_v<Element, __half>
+                                            ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                            : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  for (int kv = 0; kv < 2; ++kv) {
+    void* data = kv == 0 ? p.k_cache : p.v_cache;
+    const CUresult r =
+        encode(kv == 0 ? &maps.k : &maps.v, kType, 4, data, dims, strides, box, elem_strides,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+      throw CudaError(
+          cudaErrorInvalidValue,
+          "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
+              ") for the " + (kv == 0 ? "K" : "V") + " cache in step 12: dims " +
+              std::to_string(d) + " x " + std::to_string(dims[1]) + " x " + std::to_string(rows) +
+              " x " + std::to_string(units) + " (each at most 2^32), address mod 16 = " +
+              std::to_string(reinterpret_cast<std::uintptr_t>(data) % 16) + " (must be 0)");
+  }
+  return maps;
+}
+
 /// \brief Launches the tensor-core candidate's attention kernel `attend` (Traits' block and
 /// shared memory), then, with more than one split, the wide combine kernel as its programmatic
 /// dependent (cudaLaunchAttributeProgrammaticStreamSerialization).
 /// \param attend the kernel \param p the parameters \param stream the stream
 template <class Traits, class Element>
-void launch_attend_combine_mma(void (*attend)(DecodeParams), const DecodeParams& p,
+void launch_attend_combine_mma(void (*attend)(DecodeParams, KvTensorMaps), const DecodeParams& p,
                                cudaStream_t stream) {
   CUDA_CHECK(cudaFuncSetAttribute(attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(Traits::kSmemBytes)));
   const int head_groups = (p.heads_kv + Traits::kHeads - 1) / Traits::kHeads;
   const dim3 grid(p.num_splits, head_groups * p.row_chunks, p.batch);
-  // The device's compute capability, asked only when a cluster or the combine's programmatic
-  // launch needs it (both sm_90).
+  // The device's compute capability, asked only when a cluster, the TMA or the combine's
+  // programmatic launch needs it (all sm_90).
   int major = 0;
-  if (Traits::kClusterHeads > 1 || p.num_splits > 1) {
+  if (Traits::kClusterHeads > 1 || Traits::kTma || p.num_splits > 1) {
     int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  }
+  KvTensorMaps maps{};  // zeros: read only by a kernel with Traits::kTma
+  if constexpr (Traits::kTma) {
+    if (major < 9)
+      throw std::invalid_argument(
+          "step 12's TMA tiles need compute capability 9.0 or newer; this device's major "
+          "version is " +
+          std::to_string(major));
+    maps = make_kv_tensor_maps<Traits, Element>(p);
   }
   if (Traits::kClusterHeads > 1 && major >= 9 && grid.y % Traits::kClusterHeads == 0) {
     cudaLaunchConfig_t config = {};
@@ -683,9 +866,9 @@ void launch_attend_combine_mma(void (*attend)(DecodeParams), const DecodeParams&
     cluster[0].val.clusterDim.z = 1;
     config.attrs = cluster;
     config.numAttrs = 1;
-    CUDA_CHECK(cudaLaunchKernelEx(&config, attend, p));
+    CUDA_CHECK(cudaLaunchKernelEx(&config, attend, p, maps));
   } else {
-    attend<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+    attend<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p, maps);
     CUDA_CHECK_LAUNCH();
   }
   if (p.num_splits == 1) return;  // the attention wrote O and L

@@ -50,6 +50,19 @@ __device__ __forceinline__ SplitTiles split_tiles(const DecodeParams& p, int b, 
   return s;
 }
 
+/// \brief Element offset of 16-byte chunk c of row `key` of a K or V tile in shared memory:
+/// rows of kStride elements, chunk c at c ^ (key % 8) with kSwizzle; with kPanelRows > 0, the
+/// TMA's layout (decode_kernel_mma.cuh, DecodeTraitsMma::kTma): d / 64 panels of kPanelRows
+/// rows of 64 elements, chunk c in panel c / 8 at (c % 8) ^ (key % 8).
+template <int kStride, bool kSwizzle, int kPanelRows>
+__device__ __forceinline__ int tile_chunk(int key, int c) {
+  if constexpr (kPanelRows > 0) {
+    return (c / 8) * kPanelRows * 64 + key * 64 + ((c % 8) ^ (key % 8)) * 8;
+  } else {
+    return key * kStride + (kSwizzle ? c ^ (key % 8) : c) * 8;
+  }
+}
+
 /// \brief Tile `tile` of K/V head g of sequence b into sK and sV ([kN][kStride] Elements each):
 /// thread threadIdx.x copies chunks threadIdx.x, + kThreads, … (16 bytes each, cp.async). Keys
 /// at or past key_end, and rows the cache does not hold, are zero-filled, as in the chapter's
@@ -64,6 +77,7 @@ __device__ __forceinline__ SplitTiles split_tiles(const DecodeParams& p, int b, 
 /// checks as cache_row(): a position past key_end or the capacity, a column outside the table,
 /// an entry outside the pool: a zero row, nothing read outside the table or the pool.
 /// kL2Bytes: the copies' L2 prefetch size (cp_async_16_l2), 0 for none.
+/// kPanelRows: the tile in the TMA's panels (tile_chunk), 0: rows of kStride.
 /// kTileBase: a tile whose keys are all attended to and lie in one page (or in the contiguous
 /// cache) is copied from one base address per thread: a thread copies the same chunk c of
 /// rows key, key + kThreads / kChunks, …, which lie a fixed stride apart in the cache and in
@@ -72,11 +86,12 @@ __device__ __forceinline__ SplitTiles split_tiles(const DecodeParams& p, int b, 
 /// instructions per cp.async in Nsight Compute's count, most of them, we read, this path's).
 /// Any other tile takes the general path.
 template <int kD, int kN, int kStride, int kThreads, bool kSwizzle = false, bool kTileTable = false,
-          int kL2Bytes = 0, bool kTileBase = false, class Element>
+          int kL2Bytes = 0, bool kTileBase = false, int kPanelRows = 0, class Element>
 __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, int g, int tile,
                                                 int key_end, Element* sK, Element* sV) {
   constexpr int kChunks = kD / 8;
   static_assert(!kSwizzle || (kStride == kD && kChunks % 8 == 0), "swizzled rows are unpadded");
+  static_assert(kPanelRows == 0 || (kSwizzle && kPanelRows == kN), "the panels hold the tile");
   const Element* k_cache = static_cast<const Element*>(p.k_cache);
   const Element* v_cache = static_cast<const Element*>(p.v_cache);
   const int64_t row_elems = int64_t{p.heads_kv} * kD;
@@ -115,7 +130,7 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
         const bool ok = pos < key_end && pos < p.capacity && first >= 0;
         const int64_t src =
             ok ? int64_t{first + (pos & (ps - 1))} * row_elems + int64_t{g} * kD + c * 8 : 0;
-        const int dst = key * kStride + (kSwizzle ? c ^ (key % 8) : c) * 8;
+        const int dst = tile_chunk<kStride, kSwizzle, kPanelRows>(key, c);
         cp_async_16_l2<kL2Bytes>(smem_u32(sK + dst), k_cache + src, ok);
         cp_async_16_l2<kL2Bytes>(smem_u32(sV + dst), v_cache + src, ok);
       }
@@ -134,10 +149,11 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
       const int key = threadIdx.x / kChunks, c = threadIdx.x % kChunks;
       const int64_t src = first + key * row_elems + int64_t{g} * kD + c * 8;
       const int64_t step = kRowsPerPass * row_elems;  // elements between a thread's rows
-      const uint32_t dst = static_cast<uint32_t>(
-          (key * kStride + (kSwizzle ? c ^ (key % 8) : c) * 8) * sizeof(Element));
+      const uint32_t dst = static_cast<uint32_t>(tile_chunk<kStride, kSwizzle, kPanelRows>(key, c) *
+                                                 sizeof(Element));
       const uint32_t k_dst = smem_u32(sK) + dst, v_dst = smem_u32(sV) + dst;
-      constexpr uint32_t kDstStep = kRowsPerPass * kStride * sizeof(Element);  // bytes
+      constexpr uint32_t kDstStep =
+          kRowsPerPass * (kPanelRows > 0 ? 64 : kStride) * sizeof(Element);  // bytes
 #pragma unroll
       for (int i = 0; i < kN / kRowsPerPass; ++i) {
         cp_async_16_l2<kL2Bytes>(k_dst + i * kDstStep, k_cache + src + i * step, true);
@@ -155,7 +171,7 @@ __device__ __forceinline__ void load_tile_async(const DecodeParams& p, int b, in
       row = tile_in_page ? (first < 0 ? -1 : first + key * row_elems) : cache_row(p, b, pos);
     const bool ok = row >= 0;
     const int64_t src = ok ? row + int64_t{g} * kD + c * 8 : 0;
-    const int dst = key * kStride + (kSwizzle ? c ^ (key % 8) : c) * 8;
+    const int dst = tile_chunk<kStride, kSwizzle, kPanelRows>(key, c);
     cp_async_16_l2<kL2Bytes>(smem_u32(sK + dst), k_cache + src, ok);
     cp_async_16_l2<kL2Bytes>(smem_u32(sV + dst), v_cache + src, ok);
   }

@@ -421,10 +421,11 @@ using Scalar = VariantKernels<DecodeTraitsV2<128, kStages, kWarps, kBlockN>, fal
 template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk = false,
           int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0,
           bool kTileTable = false, int kL2Bytes = 0, bool kTileBase = false,
-          bool kLazyRescale = false, int kClusterHeads = 1, int kHeads = 1, bool kFixedRows = false>
+          bool kLazyRescale = false, int kClusterHeads = 1, int kHeads = 1, bool kFixedRows = false,
+          bool kTma = false>
 using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch,
                                            kEarly, kSwizzle, kTileTable, kL2Bytes, kTileBase,
-                                           kLazyRescale, kClusterHeads, kHeads, kFixedRows>,
+                                           kLazyRescale, kClusterHeads, kHeads, kFixedRows, kTma>,
                            true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
@@ -524,6 +525,17 @@ struct M3W4SPAH4 : M3W4SPAH<4> {
 struct M3W4SPAH4F : M3W4SPAH<4, true> {
   static constexpr const char* kName = "m3w4spah4f";
   static constexpr const char* kLesson = "m3w4spah4, each thread's copies at fixed offsets";
+};
+template <int kStages>
+using MWxSPT =
+    Mma<kStages, 4, 64, true, false, 0, false, true, 0, true, 0, true, false, 1, 1, false, true>;
+struct M3W4SPT : MWxSPT<3> {
+  static constexpr const char* kName = "m3w4spt";
+  static constexpr const char* kLesson = "m3w4spa, whole tiles copied by the TMA from one thread";
+};
+struct M2W4SPT : MWxSPT<2> {
+  static constexpr const char* kName = "m2w4spt";
+  static constexpr const char* kLesson = "m3w4spt at 2 stages: 70 KiB, 3 blocks per SM";
 };
 struct M3W4SPL1 : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 128> {
   static constexpr const char* kName = "m3w4spl1";
@@ -692,7 +704,15 @@ std::vector<DecodeVariant> decode_variants() {
                            "+ 8s of all 4 heads: offsets fixed at compile time, one swizzled "
                            "chunk",
                            "B>=8, 16k/32k: 1.00-1.02x m3w4spah4 (its loss to m3w4spa at one "
-                           "split, B=32 MHA, taken for the copies' address arithmetic)")};
+                           "split, B=32 MHA, taken for the copies' address arithmetic)"),
+          make<M3W4SPT>("m3w4spa with each whole tile of K and V copied by the TMA (4 boxes "
+                        "of 64 positions x 64 dims, thread 0), the rest by cp.async",
+                        "B>=8, 16k/32k, contiguous and pages of 64: 1.00-1.02x m3w4spa (about "
+                        "40 of ~423 instructions per warp and tile gone); B=1 and pages of 16 "
+                        "as m3w4spa within 2%"),
+          make<M2W4SPT>("m3w4spt at 2 stages (3 blocks per SM if registers allow)",
+                        "B>=8, 16k/32k: 1.00-1.02x m3w4spt (12 warps per SM, the same bytes "
+                        "in flight); B=1 within 3% of m3w4spt (more splits)")};
 }
 
 }  // namespace fa::step12
