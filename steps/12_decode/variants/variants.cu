@@ -296,6 +296,24 @@
 //          tools on the checks of m3w4spah2/4/4f clean, h200-sanitizer-12-variants-6b61e60.txt):
 //          level with m3w4spah4 (1.00-1.01x at B >= 8, B = 1 within 1.5%): the copies'
 //          address arithmetic does not move its speed. Not kept.
+//   m3w4spt  m3w4spa with each tile whose keys are all attended to and lie in one page (or
+//          the contiguous cache) copied by the TMA (Traits::kTma): thread 0 issues 2 boxes of
+//          64 positions × 64 dims for K and 2 for V (the 128-byte swizzle takes boxes at most 128
+//          bytes wide, so a tile is two panels of 128-byte rows, ldmatrix addresses one panel
+//          further for the upper 64 dims), their bytes counted on the stage's mbarrier; the
+//          other warps issue no copy. The last, partial tile of a sequence and pages of 16 or 32
+//          go by cp.async as in m3w4spa, into the same panels. Why: step 11's backward gained
+//          6-15% when the TMA took over its per-thread Q and dO copies (h200-variants-11-
+//          24679ea.md), and the last profile of m3w4spa (h200-ncu-decode-m3w4spa-96cbe74.txt)
+//          counts ~17 IMAD.WIDE and 16 LDGSTS per warp and tile among its 423.4 instructions,
+//          where torch_cudnn's kernel executes two thirds of ours. About 40 of 423 per warp and
+//          tile go; m3w4spam's 64 fewer did not make it faster, so the count alone will not:
+//          predicted B >= 8, 16k/32k, contiguous and pages of 64: 1.00-1.02x m3w4spa; B = 1 and
+//          pages of 16 as m3w4spa within 2%.
+//   m2w4spt  m3w4spt at 2 stages: 70 KiB, 3 blocks per SM (166 registers: 3 × 128 × 168 of
+//          65 536), 12 warps per SM with the same 96 KiB in flight per SM. Predicted: B >= 8,
+//          16k/32k: 1.00-1.02x m3w4spt; B = 1 within 3% of m3w4spt (the rule's splits count 3
+//          blocks per SM).
 #include <cuda_bf16.h>
 
 #include <algorithm>
