@@ -311,7 +311,7 @@
 //          predicted B >= 8, 16k/32k, contiguous and pages of 64: 1.00-1.02x m3w4spa; B = 1 and
 //          pages of 16 as m3w4spa within 2%.
 //   m2w4spt  m3w4spt at 2 stages: 70 KiB, 3 blocks per SM (166 registers: 3 × 128 × 168 of
-//          65 536), 12 warps per SM with the same 96 KiB in flight per SM. Predicted: B >= 8,
+//          65 536), 12 warps per SM, 96 KiB in flight per SM against 128. Predicted: B >= 8,
 //          16k/32k: 1.00-1.02x m3w4spt; B = 1 within 3% of m3w4spt (the rule's splits count 3
 //          blocks per SM).
 #include <cuda_bf16.h>
@@ -729,8 +729,8 @@ std::vector<DecodeVariant> decode_variants() {
                         "40 of ~423 instructions per warp and tile gone); B=1 and pages of 16 "
                         "as m3w4spa within 2%"),
           make<M2W4SPT>("m3w4spt at 2 stages (3 blocks per SM if registers allow)",
-                        "B>=8, 16k/32k: 1.00-1.02x m3w4spt (12 warps per SM, the same bytes "
-                        "in flight); B=1 within 3% of m3w4spt (more splits)")};
+                        "B>=8, 16k/32k: 1.00-1.02x m3w4spt (12 warps per SM, 96 KiB in flight "
+                        "against 128); B=1 within 3% of m3w4spt (more splits)")};
 }
 
 }  // namespace fa::step12
