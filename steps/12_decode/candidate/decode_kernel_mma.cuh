@@ -33,6 +33,7 @@
 
 #include <cuda.h>  // CUtensorMap (a type only: the driver is reached through the runtime)
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -123,9 +124,10 @@ struct DecodeTraitsMma {
   // most 128 bytes wide, so a tile lies in shared memory as kHeadDim / 64 panels of kBlockN
   // rows of 128 bytes, chunk c of row r at panel c / 8, chunk (c % 8) ^ (r % 8) (kv_offset);
   // at d = 64 that is kSwizzle's layout. Only a tile whose keys are all attended to and lie in
-  // one page (or the contiguous cache) goes by the TMA; any other (the last of a sequence,
-  // pages smaller than a tile) by the cp.async copies, into the same layout. A block-table
-  // entry outside the pool is a box outside the map: the TMA writes zeros and reads nothing.
+  // one page (or the contiguous cache), or in pages that divide it (a box per page, from as
+  // many lanes), goes by the TMA; any other (the last of a sequence, pages of other sizes) by
+  // the cp.async copies, into the same layout. A block-table entry outside the pool is a box
+  // outside the map: the TMA writes zeros and reads nothing.
   static constexpr bool kTma = kTma_;
   static_assert(!kTma || (kSwizzle_ && kHeads_ == 1 && !kBulk_ && kClusterHeads_ == 1 &&
                           kPrefetch_ == 0 && kHeadDim_ % 64 == 0),
@@ -426,24 +428,32 @@ __global__ void __launch_bounds__(Traits::kThreads)
         }
       }
     } else if constexpr (kTma) {
+      // A whole tile in one page (or the contiguous cache): one box per panel of K and of V;
+      // pages that divide the tile (16 or 32 rows at kN = 64): a box per page and panel, lane
+      // j of warp 0 asking for page j's. The same for every thread of the block.
       const int pos0 = tile * kN;
-      if (tile_in_page && pos0 + kN <= key_end) {  // the same for every thread of the block
-        if (tid == 0) {
+      const bool pages_in_tile = p.paged && p.page_size < kN && kN % p.page_size == 0;
+      if (pos0 + kN <= key_end && (tile_in_page || pages_in_tile)) {
+        const int rows = tile_in_page ? kN : p.page_size;  // a box's positions
+        if (tid < kN / rows) {
           // The box's place: (dims, head g, position, sequence) in the contiguous cache, (dims,
           // head g, row of the page, page) in the pool; an entry outside the pool, or a column
           // outside the table (−1), lies outside the map: zeros, nothing read.
-          int row = pos0, unit = b;
+          int row = pos0 + tid * rows, unit = b;
           if (p.paged) {
-            unit = table_entry(p, b, pos0 / p.page_size);
-            row = pos0 % p.page_size;
+            unit = table_entry(p, b, row / p.page_size);
+            row %= p.page_size;
           }
           const uint32_t bar = bars + 8 * stage;
           bulk_fence_proxy();  // after the block's cp.async writes to this stage, if any
-          bulk_arrive(bar, static_cast<uint32_t>(2 * Traits::kTileBytes));
+          // The whole tile's bytes, expected once (a box that lands first leaves the count
+          // below zero for a moment; the phase waits for this arrival all the same).
+          if (tid == 0) bulk_arrive(bar, static_cast<uint32_t>(2 * Traits::kTileBytes));
+          const uint32_t dst = tid * rows * 128;
 #pragma unroll
           for (int c = 0; c < kD / 64; ++c) {
-            tma_load_4d(smem_u32(sK) + c * kN * 128, &maps.k, bar, c * 64, g, row, unit);
-            tma_load_4d(smem_u32(sV) + c * kN * 128, &maps.v, bar, c * 64, g, row, unit);
+            tma_load_4d(smem_u32(sK) + c * kN * 128 + dst, &maps.k, bar, c * 64, g, row, unit);
+            tma_load_4d(smem_u32(sV) + c * kN * 128 + dst, &maps.v, bar, c * 64, g, row, unit);
           }
         }
       } else {  // every thread's cp.async, into the panels; the barrier's phase by thread 0
@@ -788,13 +798,14 @@ inline EncodeTiled tensor_map_encoder() {
 
 /// \brief The K and V caches' tensor maps for Traits::kTma: 4-D, innermost first, (d, H_kv,
 /// N_max, B) over the contiguous cache or (d, H_kv, page_size, pages) over the pool, boxes of
-/// 64 dims × 1 head × Traits::kBlockN positions × 1, the 128-byte swizzle, L2 promotion of
-/// 128 bytes. Pools of pages smaller than a tile get no maps (zeros): their tiles go by
-/// cp.async.
+/// 64 dims × 1 head × Traits::kBlockN positions (or a page's, if fewer) × 1, the 128-byte
+/// swizzle, L2 promotion of 128 bytes. A pool whose pages neither hold whole tiles nor divide
+/// one gets no maps (zeros): its tiles go by cp.async.
 template <class Traits, class Element>
 KvTensorMaps make_kv_tensor_maps(const DecodeParams& p) {
   KvTensorMaps maps{};
-  if (p.paged && p.page_size % Traits::kBlockN != 0) return maps;
+  constexpr int kN = Traits::kBlockN;
+  if (p.paged && p.page_size % kN != 0 && (p.page_size > kN || kN % p.page_size != 0)) return maps;
   const EncodeTiled encode = tensor_map_encoder();
   const cuuint64_t d = static_cast<cuuint64_t>(p.head_dim);
   const cuuint64_t rows = static_cast<cuuint64_t>(p.paged ? p.page_size : p.n_max);
@@ -802,7 +813,8 @@ KvTensorMaps make_kv_tensor_maps(const DecodeParams& p) {
   const cuuint64_t dims[4] = {d, static_cast<cuuint64_t>(p.heads_kv), rows, units};
   const cuuint64_t row_bytes = 2 * d * static_cast<cuuint64_t>(p.heads_kv);
   const cuuint64_t strides[3] = {2 * d, row_bytes, row_bytes * rows};
-  const cuuint32_t box[4] = {64, 1, static_cast<cuuint32_t>(Traits::kBlockN), 1};
+  const cuuint32_t box[4] = {64, 1,
+                             static_cast<cuuint32_t>(p.paged ? std::min(kN, p.page_size) : kN), 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   constexpr CUtensorMapDataType kType = std::is_same_v<Element, __half>
                                             ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16

@@ -301,8 +301,9 @@
 //          64 positions × 64 dims for K and 2 for V (the 128-byte swizzle takes boxes at most 128
 //          bytes wide, so a tile is two panels of 128-byte rows, ldmatrix addresses one panel
 //          further for the upper 64 dims), their bytes counted on the stage's mbarrier; the
-//          other warps issue no copy. The last, partial tile of a sequence and pages of 16 or 32
-//          go by cp.async as in m3w4spa, into the same panels. Why: step 11's backward gained
+//          other warps issue no copy; pages of 16 or 32 rows a box per page (lanes 0-3 or 0-1 of
+//          warp 0). The last, partial tile of a sequence goes by cp.async as in m3w4spa, into
+//          the same panels. Why: step 11's backward gained
 //          6-15% when the TMA took over its per-thread Q and dO copies (h200-variants-11-
 //          24679ea.md), and the last profile of m3w4spa (h200-ncu-decode-m3w4spa-96cbe74.txt)
 //          counts ~17 IMAD.WIDE and 16 LDGSTS per warp and tile among its 423.4 instructions,
@@ -310,6 +311,11 @@
 //          tile go; m3w4spam's 64 fewer did not make it faster, so the count alone will not:
 //          predicted B >= 8, 16k/32k, contiguous and pages of 64: 1.00-1.02x m3w4spa; B = 1 and
 //          pages of 16 as m3w4spa within 2%.
+//          Measured first (h200-variants-12-a449a4b.md) with pages of 16 and 32 left to
+//          cp.async: contiguous 1.00-1.01x m3w4spa at every shape, pages of 64 0.99-1.00x, but
+//          pages of 16 0.93-0.96x (the cp.async path into the panels; not looked into), so
+//          those pages now go by the TMA too (a box of 16 positions per page): predicted as
+//          m3w4spa's pages of 16 within 2% or faster.
 //   m2w4spt  m3w4spt at 2 stages: 70 KiB, 3 blocks per SM (166 registers: 3 × 128 × 168 of
 //          65 536), 12 warps per SM, 96 KiB in flight per SM against 128. Predicted: B >= 8,
 //          16k/32k: 1.00-1.02x m3w4spt; B = 1 within 3% of m3w4spt (the rule's splits count 3
