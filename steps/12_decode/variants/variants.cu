@@ -316,6 +316,17 @@
 //          pages of 16 0.93-0.96x (the cp.async path into the panels; not looked into), so
 //          those pages now go by the TMA too (a box of 16 positions per page): predicted as
 //          m3w4spa's pages of 16 within 2% or faster.
+//          Measured (h200-variants-12-8c7ba38.md): contiguous 0.99-1.00x m3w4spa at every
+//          shape, pages of 64 and 256 0.99-1.00x at B >= 8; pages of 16 0.96-0.99x and of 32
+//          0.96-1.00x: the prediction's low end on the contiguous cache, below it with pages.
+//          Nsight Compute (h200-ncu-decode-m3w4spt-8c7ba38.txt, B = 8, MHA, 16k, pages of 64):
+//          349.0 warp instructions per tile against 423.4, no LDGSTS, barrier stall samples
+//          4.5% against 15.7%, memory waits half of the samples as in torch_cudnn's kernel, and
+//          the same 2.148 GB read in 491.0 us against 487.6. The copies' instructions and
+//          stalls do not set the speed at this shape. Not kept.
+//          m2w4spt measured 0.99-1.01x m3w4spa at B >= 8 on the contiguous cache, 1.00-1.02x
+//          with pages of 64 (in both runs), but 0.95-1.01x at B = 1 (43-47 splits at GQA):
+//          within a machine's spread where it gains, a loss where it does not. Not kept.
 //   m2w4spt  m3w4spt at 2 stages: 70 KiB, 3 blocks per SM (166 registers: 3 × 128 × 168 of
 //          65 536), 12 warps per SM, 96 KiB in flight per SM against 128. Predicted: B >= 8,
 //          16k/32k: 1.00-1.02x m3w4spt; B = 1 within 3% of m3w4spt (the rule's splits count 3
