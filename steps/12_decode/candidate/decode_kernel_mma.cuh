@@ -35,7 +35,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -203,8 +202,9 @@ struct DecodeTraitsMma {
   static_assert(kMergeBytes <= 2 * kStages * kTileBytes, "the merge fits in the stages");
 };
 
-// The bulk copy and its mbarrier (sm_90): what step 08's hopper.cuh does with a tensor map,
-// here for one contiguous row of K or V at a time, whatever the cache's layout or pages.
+// The bulk copies and their mbarrier (sm_90): one contiguous row of K or V at a time
+// (Traits::kBulk), whatever the cache's layout or pages, or a box of a tensor map
+// (Traits::kTma), as step 08's hopper.cuh and step 11's mma.cuh do.
 // FA_DECODE_SM90: compiled for sm_90 or newer, where these instructions, the cluster barrier
 // and griddepcontrol exist; below it each helper is empty (or a __syncthreads).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -269,7 +269,8 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint3
 
 /// \brief The K and V caches' tensor maps (Traits::kTma; unused, zeros, otherwise): 4-D,
 /// (d, H_kv, N_max, B) for the contiguous cache, (d, H_kv, page_size, pages) for the pool,
-/// boxes of 64 dims × one head × kBlockN positions × one sequence or page (make_kv_tensor_maps).
+/// boxes of 64 dims × one head × kBlockN positions (a page's rows, if fewer) × one sequence or
+/// page (make_kv_tensor_maps).
 struct KvTensorMaps {
   CUtensorMap k;
   CUtensorMap v;
@@ -348,8 +349,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The dynamic shared memory's start rounded up to Traits::kAlign (kSmemBytes has the room).
-  unsigned char* smem =
-      smem_raw + (Traits::kAlign - smem_u32(smem_raw) % Traits::kAlign) % Traits::kAlign;
+  unsigned char* smem = smem_raw;
+  if constexpr (Traits::kAlign > 16)
+    smem += (Traits::kAlign - smem_u32(smem_raw) % Traits::kAlign) % Traits::kAlign;
   Element* sQ = reinterpret_cast<Element*>(smem);                     // [kR][kStride]
   Element* sKV = reinterpret_cast<Element*>(smem + Traits::kQBytes);  // [stage][K, V][kN][kStride]
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -400,8 +402,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
     }
     __syncthreads();
   }
-  // Tile `tile` into stage `stage`: cp.async as the CUDA-core candidate (split_tiles.cuh), or
-  // with Traits::kBulk a bulk copy per row.
+  // Tile `tile` into stage `stage`: cp.async as the CUDA-core candidate (split_tiles.cuh); with
+  // Traits::kBulk a bulk copy per row; with Traits::kTma the TMA's boxes where the tile allows;
+  // with Traits::kHeads > 1 the positions of several heads (load_tile_heads_async).
   auto load_tile = [&](int tile, int stage) {
     Element* sK = sKV + (2 * stage) * kN * kStride;
     Element* sV = sK + kN * kStride;
@@ -434,26 +437,30 @@ __global__ void __launch_bounds__(Traits::kThreads)
       const int pos0 = tile * kN;
       const bool pages_in_tile = p.paged && p.page_size < kN && kN % p.page_size == 0;
       if (pos0 + kN <= key_end && (tile_in_page || pages_in_tile)) {
-        const int rows = tile_in_page ? kN : p.page_size;  // a box's positions
-        if (tid < kN / rows) {
+        const int box_rows = tile_in_page ? kN : p.page_size;  // a box's positions
+        if (tid < kN / box_rows) {
           // The box's place: (dims, head g, position, sequence) in the contiguous cache, (dims,
           // head g, row of the page, page) in the pool; an entry outside the pool, or a column
           // outside the table (−1), lies outside the map: zeros, nothing read.
-          int row = pos0 + tid * rows, unit = b;
+          int slot = pos0 + tid * box_rows, unit = b;
           if (p.paged) {
-            unit = table_entry(p, b, row / p.page_size);
-            row %= p.page_size;
+            unit = table_entry(p, b, slot / p.page_size);
+            slot %= p.page_size;
           }
           const uint32_t bar = bars + 8 * stage;
-          bulk_fence_proxy();  // after the block's cp.async writes to this stage, if any
-          // The whole tile's bytes, expected once (a box that lands first leaves the count
-          // below zero for a moment; the phase waits for this arrival all the same).
+          // The loop-top __syncthreads ordered every thread's reads of this stage (ldmatrix)
+          // and writes to it (a cp.async tile's) before this point; the fence orders them, as
+          // this thread sees them, before its TMA writes (the async proxy).
+          bulk_fence_proxy();
+          // The whole tile's bytes, expected once. A box that lands before this arrival takes
+          // the barrier's transaction count below zero for a while (PTX allows down to
+          // −(2^20 − 1)); the phase cannot complete without this arrival all the same.
           if (tid == 0) bulk_arrive(bar, static_cast<uint32_t>(2 * Traits::kTileBytes));
-          const uint32_t dst = tid * rows * 128;
+          const uint32_t dst = tid * box_rows * 128;
 #pragma unroll
           for (int c = 0; c < kD / 64; ++c) {
-            tma_load_4d(smem_u32(sK) + c * kN * 128 + dst, &maps.k, bar, c * 64, g, row, unit);
-            tma_load_4d(smem_u32(sV) + c * kN * 128 + dst, &maps.v, bar, c * 64, g, row, unit);
+            tma_load_4d(smem_u32(sK) + c * kN * 128 + dst, &maps.k, bar, c * 64, g, slot, unit);
+            tma_load_4d(smem_u32(sV) + c * kN * 128 + dst, &maps.v, bar, c * 64, g, slot, unit);
           }
         }
       } else {  // every thread's cp.async, into the panels; the barrier's phase by thread 0
@@ -772,7 +779,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps)
 }
 
 /// \brief The driver's cuTensorMapEncodeTiled, reached through the runtime (no libcuda), looked
-/// up once.
+/// up once: step 11's lookup, repeated here as steps repeat what they need.
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
                                  const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
                                  const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
@@ -811,11 +818,14 @@ KvTensorMaps make_kv_tensor_maps(const DecodeParams& p) {
   const cuuint64_t rows = static_cast<cuuint64_t>(p.paged ? p.page_size : p.n_max);
   const cuuint64_t units = static_cast<cuuint64_t>(p.paged ? p.num_pages : p.batch);
   const cuuint64_t dims[4] = {d, static_cast<cuuint64_t>(p.heads_kv), rows, units};
-  const cuuint64_t row_bytes = 2 * d * static_cast<cuuint64_t>(p.heads_kv);
-  const cuuint64_t strides[3] = {2 * d, row_bytes, row_bytes * rows};
+  constexpr cuuint64_t kBytes = sizeof(Element);
+  const cuuint64_t row_bytes = kBytes * d * static_cast<cuuint64_t>(p.heads_kv);
+  const cuuint64_t strides[3] = {kBytes * d, row_bytes, row_bytes * rows};
   const cuuint32_t box[4] = {64, 1,
                              static_cast<cuuint32_t>(p.paged ? std::min(kN, p.page_size) : kN), 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  static_assert(std::is_same_v<Element, __half> || std::is_same_v<Element, __nv_bfloat16>,
+                "fp16 or bf16 caches");
   constexpr CUtensorMapDataType kType = std::is_same_v<Element, __half>
                                             ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -856,14 +866,11 @@ void launch_attend_combine_mma(void (*attend)(DecodeParams, KvTensorMaps), const
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   }
-  KvTensorMaps maps{};  // zeros: read only by a kernel with Traits::kTma
+  // The maps, read only by a kernel with Traits::kTma compiled for sm_90 or newer; below
+  // compute capability 9.0 the kernel (compiled for it) copies every tile by cp.async.
+  KvTensorMaps maps{};
   if constexpr (Traits::kTma) {
-    if (major < 9)
-      throw std::invalid_argument(
-          "step 12's TMA tiles need compute capability 9.0 or newer; this device's major "
-          "version is " +
-          std::to_string(major));
-    maps = make_kv_tensor_maps<Traits, Element>(p);
+    if (major >= 9) maps = make_kv_tensor_maps<Traits, Element>(p);
   }
   if (Traits::kClusterHeads > 1 && major >= 9 && grid.y % Traits::kClusterHeads == 0) {
     cudaLaunchConfig_t config = {};

@@ -61,8 +61,10 @@ struct Cell {
 
 // The check's problems (bf16, d = 128) and split counts (0: the row's rule): a partial tile,
 // empty splits, GQA with causal new tokens, two row chunks, each page size's lookup path,
-// a contiguous cache longer than the sequences, and K/V heads that do not fill the last group of
-// a block of several heads (6 heads: 4 + 2, and 2 + 2 + 2) with pages of 16.
+// a contiguous cache longer than the sequences, K/V heads that do not fill the last group of
+// a block of several heads (6 heads: 4 + 2, and 2 + 2 + 2) with pages of 16, and pages of 48,
+// which neither hold a tile of 64 nor divide one (every tile by the general cp.async path; the
+// TMA rows get no tensor maps there).
 std::vector<std::pair<DecodeProblem, int>> check_problems() {
   using fa::test::contiguous;
   using fa::test::paged;
@@ -81,7 +83,8 @@ std::vector<std::pair<DecodeProblem, int>> check_problems() {
           {paged(bf16(shapes(8, 2, 128, 1, {3000, 1000})), 64, 7), 0},
           {paged(bf16(shapes(32, 8, 128, 1, {5000, 130})), 256, 8), 3},
           {contiguous(bf16(shapes(32, 32, 128, 1, {2000})), 2100), 0},
-          {paged(bf16(shapes(12, 6, 128, 2, {300, 45})), 16, 10), 3}};
+          {paged(bf16(shapes(12, 6, 128, 2, {300, 45})), 16, 10), 3},
+          {paged(bf16(shapes(4, 2, 128, 1, {200, 97})), 48, 11), 0}};
 }
 
 // "ok (N problems)", or the first problem it fails and why.

@@ -313,24 +313,28 @@
 //          pages of 16 as m3w4spa within 2%.
 //          Measured first (h200-variants-12-a449a4b.md) with pages of 16 and 32 left to
 //          cp.async: contiguous 1.00-1.01x m3w4spa at every shape, pages of 64 0.99-1.00x, but
-//          pages of 16 0.93-0.96x (the cp.async path into the panels; not looked into), so
+//          pages of 16 0.91-0.96x (the cp.async path into the panels; not looked into), so
 //          those pages now go by the TMA too (a box of 16 positions per page): predicted as
 //          m3w4spa's pages of 16 within 2% or faster.
 //          Measured (h200-variants-12-8c7ba38.md): contiguous 0.99-1.00x m3w4spa at every
 //          shape, pages of 64 and 256 0.99-1.00x at B >= 8; pages of 16 0.96-0.99x and of 32
-//          0.96-1.00x: the prediction's low end on the contiguous cache, below it with pages.
+//          0.96-1.00x: the prediction's low end on the contiguous cache and with pages of 64,
+//          below it with pages of 16 and 32 (at B = 1, GQA, 16k, pages of 16: 0.96x).
 //          Nsight Compute (h200-ncu-decode-m3w4spt-8c7ba38.txt, B = 8, MHA, 16k, pages of 64):
 //          349.0 warp instructions per tile against 423.4, no LDGSTS, barrier stall samples
 //          4.5% against 15.7%, memory waits half of the samples as in torch_cudnn's kernel, and
 //          the same 2.148 GB read in 491.0 us against 487.6. The copies' instructions and
 //          stalls do not set the speed at this shape. Not kept.
-//          m2w4spt measured 0.99-1.01x m3w4spa at B >= 8 on the contiguous cache, 1.00-1.02x
-//          with pages of 64 (in both runs), but 0.95-1.01x at B = 1 (43-47 splits at GQA):
-//          within a machine's spread where it gains, a loss where it does not. Not kept.
 //   m2w4spt  m3w4spt at 2 stages: 70 KiB, 3 blocks per SM (166 registers: 3 × 128 × 168 of
 //          65 536), 12 warps per SM, 96 KiB in flight per SM against 128. Predicted: B >= 8,
 //          16k/32k: 1.00-1.02x m3w4spt; B = 1 within 3% of m3w4spt (the rule's splits count 3
 //          blocks per SM).
+//          Measured (h200-variants-12-8c7ba38.md): B >= 8, 16k/32k, 0.99-1.02x m3w4spt on the
+//          contiguous cache, 1.00-1.03x with pages of 64 (the same in the run of a449a4b), as
+//          predicted; B = 1 0.96-1.01x on the contiguous cache (43-47 splits at GQA, against
+//          32), beyond the 3% at GQA. Against m3w4spa, the registered kernel: 0.99-1.01x at B >= 8
+//          on the contiguous cache, 1.00-1.02x with pages of 64, down to 0.95x at B = 1. Not kept:
+//          at most 2% where it gains, up to 5% lost at B = 1.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -562,11 +566,13 @@ struct M3W4SPAH4F : M3W4SPAH<4, true> {
   static constexpr const char* kLesson = "m3w4spah4, each thread's copies at fixed offsets";
 };
 template <int kStages>
-using MWxSPT =
-    Mma<kStages, 4, 64, true, false, 0, false, true, 0, true, 0, true, false, 1, 1, false, true>;
+using MWxSPT = Mma<kStages, 4, 64, /*kSplitP=*/true, /*kBulk=*/false, /*kPrefetch=*/0,
+                   /*kEarly=*/false, /*kSwizzle=*/true, /*kRuleSlots=*/0, /*kTileTable=*/true,
+                   /*kL2Bytes=*/0, /*kTileBase=*/true, /*kLazyRescale=*/false,
+                   /*kClusterHeads=*/1, /*kHeads=*/1, /*kFixedRows=*/false, /*kTma=*/true>;
 struct M3W4SPT : MWxSPT<3> {
   static constexpr const char* kName = "m3w4spt";
-  static constexpr const char* kLesson = "m3w4spa, whole tiles copied by the TMA from one thread";
+  static constexpr const char* kLesson = "m3w4spa, whole tiles copied by the TMA from warp 0";
 };
 struct M2W4SPT : MWxSPT<2> {
   static constexpr const char* kName = "m2w4spt";
@@ -741,7 +747,8 @@ std::vector<DecodeVariant> decode_variants() {
                            "B>=8, 16k/32k: 1.00-1.02x m3w4spah4 (its loss to m3w4spa at one "
                            "split, B=32 MHA, taken for the copies' address arithmetic)"),
           make<M3W4SPT>("m3w4spa with each whole tile of K and V copied by the TMA (4 boxes "
-                        "of 64 positions x 64 dims, thread 0), the rest by cp.async",
+                        "of 64 positions x 64 dims from thread 0, or a box per page of 16 or "
+                        "32 from lanes of warp 0), the rest by cp.async",
                         "B>=8, 16k/32k, contiguous and pages of 64: 1.00-1.02x m3w4spa (about "
                         "40 of ~423 instructions per warp and tile gone); B=1 and pages of 16 "
                         "as m3w4spa within 2%"),
