@@ -62,11 +62,16 @@ enum class KvLayout {
 /// 64 / heads_per_block positions of each (in bnhd, heads_per_block · 256 contiguous bytes per
 /// position), and each head group's positions are split in heads_per_block runs, so that the
 /// grid keeps batch · heads blocks of the same bytes (the decoding variants m3w4spah2/4).
+/// With spread_starts, block y + grid_y · z of the grid's grid_y · grid_z (every run alike)
+/// copies its tiles from tile (y + grid_y · z) · tiles / (grid_y · grid_z) on, round to the
+/// first: the blocks that run at the same time ask for positions spread over the sequence,
+/// instead of each starting at its first position, all in step.
 /// \param layout the order of the rows \param heads_per_block 1, 2 or 4, dividing heads
 /// \param warmup untimed runs \param reps timed runs
-/// \param spin_cycles the spin before each \return the figure
+/// \param spin_cycles the spin before each \param spread_starts as above \return the figure
 HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, KvLayout layout,
-                     int heads_per_block, int warmup, int reps, long long spin_cycles);
+                     int heads_per_block, int warmup, int reps, long long spin_cycles,
+                     bool spread_starts = false);
 
 /// \brief What wait_for_hbm_read saw.
 struct HbmWait {

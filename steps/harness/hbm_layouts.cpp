@@ -17,7 +17,10 @@
 // bnhd, 512 or 1024 contiguous bytes per position), each head group's positions split in as many
 // runs so that the grid keeps batch · H_kv blocks of the same bytes whatever the heads per
 // block (the decoding variants m3w4spah2, m3w4spah4 split by their own rule instead, e.g. once
-// at B = 32 with 32 K/V heads).
+// at B = 32 with 32 K/V heads). --starts aligned,spread also times blocks that start each at a
+// tile of their own, spread over the sequence in grid order, and wrap round to their first
+// (aligned: every block starts at its first position, and the blocks that run at the same time
+// ask for the same positions, in step).
 // Rows of 256 bytes (d = 128 in 16 bits), filled with N(0, 1) values on the device. Each layout
 // is timed twice, in the order bhnd, bnhd for each heads-per-block value, then all again (one
 // head per block alone: bhnd, bnhd, bhnd, bnhd), each time the median of --reps runs after
@@ -46,6 +49,7 @@ namespace {
 
 struct Row {
   int batch, heads, n, per_block;
+  bool spread;
   double stream, bhnd[2], bnhd[2];
 };
 
@@ -64,6 +68,7 @@ int main(int argc, char** argv) {
       "128, 16-bit elements: rows of 256 bytes), beside a streaming read of the K cache; TB/s "
       "of the bytes read"};
   std::vector<int> batches{8, 32}, caches{16384, 32768}, heads{32, 8}, per_block{1};
+  std::vector<std::string> starts{"aligned"};
   int reps = 20, warmup = 3, max_cache_gib = 40, hbm_gib = 4;
   long long spin_cycles = 1000000;
   std::string out_md, meta;
@@ -84,6 +89,12 @@ int main(int argc, char** argv) {
                  "--heads-kv)")
       ->delimiter(',')
       ->check(CLI::IsMember({1, 2, 4}))
+      ->capture_default_str();
+  app.add_option("--starts", starts,
+                 "where each block starts, comma-separated: aligned (its first position) or "
+                 "spread (a tile of its own, in grid order over the sequence)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"aligned", "spread"}))
       ->capture_default_str();
   app.add_option("--reps", reps, "timed runs per figure (the median is reported)")
       ->check(fa::cli::int_range(1, 10000))
@@ -149,25 +160,30 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "B=%d H_kv=%d N=%d: %s %.0f ms for HBM reads at 95%%\n", b, h, n,
                          w.at_speed ? "waited" : "gave up after", w.ms);
           std::vector<Row> shape;
-          for (int g : per_block) shape.push_back(Row{b, h, n, g, 0, {0, 0}, {0, 0}});
+          for (int g : per_block)
+            for (const std::string& st : starts)
+              shape.push_back(Row{b, h, n, g, st == "spread", 0, {0, 0}, {0, 0}});
           for (int round = 0; round < 2; ++round)
             for (Row& r : shape) {
               using fa::bench::KvLayout;
-              r.bhnd[round] = fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBhnd,
-                                                      r.per_block, warmup, reps, spin_cycles)
-                                  .tbps;
-              r.bnhd[round] = fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBnhd,
-                                                      r.per_block, warmup, reps, spin_cycles)
-                                  .tbps;
+              r.bhnd[round] =
+                  fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBhnd, r.per_block,
+                                          warmup, reps, spin_cycles, r.spread)
+                      .tbps;
+              r.bnhd[round] =
+                  fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBnhd, r.per_block,
+                                          warmup, reps, spin_cycles, r.spread)
+                      .tbps;
             }
           const double stream =
               fa::bench::time_hbm_read(k.get(), bytes, warmup, reps, spin_cycles).tbps;
           for (Row& r : shape) {
             r.stream = stream;
             std::printf(
-                "B=%d H_kv=%d N=%d, %d head(s) per block: stream (K) %.3f, bhnd %.3f %.3f, "
-                "bnhd %.3f %.3f TB/s\n",
-                b, h, n, r.per_block, r.stream, r.bhnd[0], r.bhnd[1], r.bnhd[0], r.bnhd[1]);
+                "B=%d H_kv=%d N=%d, %d head(s) per block, %s starts: stream (K) %.3f, bhnd %.3f "
+                "%.3f, bnhd %.3f %.3f TB/s\n",
+                b, h, n, r.per_block, r.spread ? "spread" : "aligned", r.stream, r.bhnd[0],
+                r.bhnd[1], r.bnhd[0], r.bnhd[1]);
             rows.push_back(r);
           }
         }
@@ -190,15 +206,19 @@ int main(int argc, char** argv) {
           "copies that many neighbouring heads (tiles of 64 / heads positions of each; in bnhd "
           "heads · 256 contiguous bytes per position), each head group's positions split in as "
           "many runs, grid (runs, head groups, sequences): as many blocks of as many bytes. "
-          "*bnhd / bhnd, 1 head*: bnhd over the same shape's bhnd with one head per block. "
+          "*starts*: aligned, every block starts at its first position, so that the blocks "
+          "running at the same time ask for the same positions in step; spread, block y + "
+          "grid_y · z starts at tile (y + grid_y · z) · tiles / (grid_y · grid_z) of its run and "
+          "wraps round to its first. *bnhd / bhnd, 1 head*: bnhd over the same shape's bhnd with "
+          "one head per block and aligned starts. "
           "*stream*: the K cache read by a grid-stride streaming "
           "loop (the decoding benchmark's HBM yardstick). HBM read bandwidth measured at the "
           "start: " +
           fixed(yardstick.tbps, 2) + " TB/s (" + std::to_string(hbm_gib) + " GiB).\n\n";
     md +=
-        "| B | H_kv | N | heads per block | stream | bhnd | bnhd | bnhd / bhnd | bnhd / bhnd, 1 "
-        "head | runs apart |\n"
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+        "| B | H_kv | N | heads per block | starts | stream | bhnd | bnhd | bnhd / bhnd | bnhd / "
+        "bhnd, 1 head | runs apart |\n"
+        "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n";
     auto mean = [](const double(&x)[2]) { return (x[0] + x[1]) / 2; };
     for (const Row& r : rows) {
       const double a = mean(r.bhnd), c = mean(r.bnhd);
@@ -206,12 +226,13 @@ int main(int argc, char** argv) {
           std::max(std::abs(r.bhnd[0] - r.bhnd[1]) / a, std::abs(r.bnhd[0] - r.bnhd[1]) / c);
       std::string one_head = "–";  // the same shape's bhnd with one head per block
       for (const Row& o : rows)
-        if (o.batch == r.batch && o.heads == r.heads && o.n == r.n && o.per_block == 1)
+        if (o.batch == r.batch && o.heads == r.heads && o.n == r.n && o.per_block == 1 && !o.spread)
           one_head = fixed(c / mean(o.bhnd), 3);
       md += "| " + std::to_string(r.batch) + " | " + std::to_string(r.heads) + " | " +
-            std::to_string(r.n) + " | " + std::to_string(r.per_block) + " | " + fixed(r.stream, 2) +
-            " | " + fixed(a, 2) + " | " + fixed(c, 2) + " | " + fixed(c / a, 3) + " | " + one_head +
-            " | " + fixed(100 * apart, 1) + "% |\n";
+            std::to_string(r.n) + " | " + std::to_string(r.per_block) + " | " +
+            (r.spread ? "spread" : "aligned") + " | " + fixed(r.stream, 2) + " | " + fixed(a, 2) +
+            " | " + fixed(c, 2) + " | " + fixed(c / a, 3) + " | " + one_head + " | " +
+            fixed(100 * apart, 1) + "% |\n";
     }
     return fa::cli::print_markdown(md, out_md);
   } catch (const std::exception& e) {

@@ -54,7 +54,7 @@ template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, b
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
           bool kSwizzle_ = false, bool kTileTable_ = false, int kL2Bytes_ = 0,
           bool kTileBase_ = false, bool kLazyRescale_ = false, int kClusterHeads_ = 1,
-          int kHeads_ = 1, bool kFixedRows_ = false, bool kTma_ = false>
+          int kHeads_ = 1, bool kFixedRows_ = false, bool kTma_ = false, bool kSpread_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -132,6 +132,13 @@ struct DecodeTraitsMma {
                           kPrefetch_ == 0 && kHeadDim_ % 64 == 0),
                 "the TMA's tiles: swizzled rows, one head per block, no other bulk copy, no "
                 "cluster, no L2 prefetch, d in boxes of 64");
+  // Each block walks its split's tiles from one of its own on, round to the first: block
+  // y + grid_y · z of the grid's grid_y · grid_z (the splits of a head alike) starts at tile
+  // (y + grid_y · z) · n / (grid_y · grid_z) of its n, so that the blocks that run at the same
+  // time ask for positions spread over the cache instead of the same positions in step. The
+  // online softmax takes the keys in any order: only the order of fp32 sums changes.
+  static constexpr bool kSpread = kSpread_;
+  static_assert(!kSpread || kPrefetch_ == 0, "the L2 prefetch follows the tiles in order");
   static_assert(!(kTileBase && kBulk), "the tile's base address: the cp.async copies only");
   static_assert(!(kL2Bytes && kBulk), "the prefetch size qualifies the cp.async copies only");
   static constexpr int kWarps = kWarps_;
@@ -372,6 +379,16 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const SplitTiles st = split_tiles<kTileKeys>(p, b, split);  // as in the CUDA-core candidate
   const int cache_len = st.cache_len, t_begin = st.t_begin, t_end = st.t_end;
   const int key_end = st.key_end;
+  // The loop's t-th tile (t_begin … t_end − 1) is tile tile_at(t): t itself, or with
+  // Traits::kSpread the block's own rotation of the split's tiles.
+  int rot = 0;
+  if constexpr (Traits::kSpread)
+    rot = static_cast<int>((int64_t{blockIdx.y} + int64_t{gridDim.y} * blockIdx.z) *
+                           (t_end - t_begin) / (int64_t{gridDim.y} * gridDim.z));
+  auto tile_at = [&](int t) {
+    if constexpr (Traits::kSpread) return t + rot < t_end ? t + rot : t + rot - (t_end - t_begin);
+    return t;
+  };
 
   const int64_t rows_all = int64_t{p.batch} * p.heads_q * p.q_len;
   // Head g + h's first row of the block in the workspace (or the output).
@@ -497,7 +514,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   };
 #pragma unroll
   for (int s = 0; s < kS - 1; ++s) {
-    if (t_begin + s < t_end) load_tile(t_begin + s, s);
+    if (t_begin + s < t_end) load_tile(tile_at(t_begin + s), s);
     cp_async_commit();
   }
   for (int s = 0; s < Traits::kPrefetch; ++s) prefetch_tile(t_begin + kS - 1 + s);
@@ -569,13 +586,13 @@ __global__ void __launch_bounds__(Traits::kThreads)
     }
     {
       const int next = t + kS - 1;
-      if (next < t_end) load_tile(next, (stage + kS - 1) % kS);
+      if (next < t_end) load_tile(tile_at(next), (stage + kS - 1) % kS);
       cp_async_commit();
       prefetch_tile(next + Traits::kPrefetch);
     }
     const uint32_t sK = kv_base + (2 * stage) * Traits::kTileBytes;
     const uint32_t sV = sK + Traits::kTileBytes;
-    const int key0 = t * kTileKeys + (warp % Traits::kWarpsPerHead) * kKeys;
+    const int key0 = tile_at(t) * kTileKeys + (warp % Traits::kWarpsPerHead) * kKeys;
 
     // S = Q Kᵀ: 16 rows × the warp's 16 keys (two n8 tiles), fp32.
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};

@@ -461,11 +461,12 @@ template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk 
           int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0,
           bool kTileTable = false, int kL2Bytes = 0, bool kTileBase = false,
           bool kLazyRescale = false, int kClusterHeads = 1, int kHeads = 1, bool kFixedRows = false,
-          bool kTma = false>
-using Mma = VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch,
-                                           kEarly, kSwizzle, kTileTable, kL2Bytes, kTileBase,
-                                           kLazyRescale, kClusterHeads, kHeads, kFixedRows, kTma>,
-                           true, kRuleSlots>;
+          bool kTma = false, bool kSpread = false>
+using Mma =
+    VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly,
+                                   kSwizzle, kTileTable, kL2Bytes, kTileBase, kLazyRescale,
+                                   kClusterHeads, kHeads, kFixedRows, kTma, kSpread>,
+                   true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
   static constexpr const char* kName = "s3w4";
@@ -565,18 +566,26 @@ struct M3W4SPAH4F : M3W4SPAH<4, true> {
   static constexpr const char* kName = "m3w4spah4f";
   static constexpr const char* kLesson = "m3w4spah4, each thread's copies at fixed offsets";
 };
-template <int kStages>
-using MWxSPT = Mma<kStages, 4, 64, /*kSplitP=*/true, /*kBulk=*/false, /*kPrefetch=*/0,
-                   /*kEarly=*/false, /*kSwizzle=*/true, /*kRuleSlots=*/0, /*kTileTable=*/true,
-                   /*kL2Bytes=*/0, /*kTileBase=*/true, /*kLazyRescale=*/false,
-                   /*kClusterHeads=*/1, /*kHeads=*/1, /*kFixedRows=*/false, /*kTma=*/true>;
-struct M3W4SPT : MWxSPT<3> {
+template <int kStages, bool kTma = true, bool kSpread = false>
+using MWxSP = Mma<kStages, 4, 64, /*kSplitP=*/true, /*kBulk=*/false, /*kPrefetch=*/0,
+                  /*kEarly=*/false, /*kSwizzle=*/true, /*kRuleSlots=*/0, /*kTileTable=*/true,
+                  /*kL2Bytes=*/0, /*kTileBase=*/true, /*kLazyRescale=*/false,
+                  /*kClusterHeads=*/1, /*kHeads=*/1, /*kFixedRows=*/false, kTma, kSpread>;
+struct M3W4SPT : MWxSP<3> {
   static constexpr const char* kName = "m3w4spt";
   static constexpr const char* kLesson = "m3w4spa, whole tiles copied by the TMA from warp 0";
 };
-struct M2W4SPT : MWxSPT<2> {
+struct M2W4SPT : MWxSP<2> {
   static constexpr const char* kName = "m2w4spt";
   static constexpr const char* kLesson = "m3w4spt at 2 stages: 70 KiB, 3 blocks per SM";
+};
+struct M3W4SPAS : MWxSP<3, /*kTma=*/false, /*kSpread=*/true> {
+  static constexpr const char* kName = "m3w4spas";
+  static constexpr const char* kLesson = "m3w4spa, each block's tiles from one of its own on";
+};
+struct M3W4SPTS : MWxSP<3, /*kTma=*/true, /*kSpread=*/true> {
+  static constexpr const char* kName = "m3w4spts";
+  static constexpr const char* kLesson = "m3w4spt, each block's tiles from one of its own on";
 };
 struct M3W4SPL1 : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 128> {
   static constexpr const char* kName = "m3w4spl1";
@@ -754,7 +763,14 @@ std::vector<DecodeVariant> decode_variants() {
                         "as m3w4spa within 2%"),
           make<M2W4SPT>("m3w4spt at 2 stages (3 blocks per SM if registers allow)",
                         "B>=8, 16k/32k: 1.00-1.02x m3w4spt (12 warps per SM, 96 KiB in flight "
-                        "against 128); B=1 within 3% of m3w4spt (more splits)")};
+                        "against 128); B=1 within 3% of m3w4spt (more splits)"),
+          make<M3W4SPAS>("m3w4spa with each block walking its split's tiles from tile y·n/Y "
+                         "on (y its place among the grid's Y blocks per split), round to the "
+                         "first: the blocks running at once ask for positions spread over the "
+                         "cache, not the same positions in step",
+                         "B=8 MHA and B=32 GQA, 16k/32k (one wave of 256 blocks in step): "
+                         "1.00-1.015x m3w4spa; B=8 GQA, B=32 MHA and B=1: level within 1%"),
+          make<M3W4SPTS>("m3w4spt with m3w4spas's spread starts", "as m3w4spas against m3w4spt")};
 }
 
 }  // namespace fa::step12
