@@ -54,7 +54,8 @@ template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, b
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
           bool kSwizzle_ = false, bool kTileTable_ = false, int kL2Bytes_ = 0,
           bool kTileBase_ = false, bool kLazyRescale_ = false, int kClusterHeads_ = 1,
-          int kHeads_ = 1, bool kFixedRows_ = false, bool kTma_ = false, bool kSpread_ = false>
+          int kHeads_ = 1, bool kFixedRows_ = false, bool kTma_ = false, bool kSpread_ = false,
+          bool kEarlyIssue_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitP = kSplitP_;  // P V with P in two Elements (hi + lo)
@@ -139,6 +140,13 @@ struct DecodeTraitsMma {
   // online softmax takes the keys in any order: only the order of fp32 sums changes.
   static constexpr bool kSpread = kSpread_;
   static_assert(!kSpread || kPrefetch_ == 0, "the L2 prefetch follows the tiles in order");
+  // The copies of tile t + kStages − 1 asked for as soon as every warp is done with tile t − 1
+  // (a barrier), before waiting for tile t (then a second barrier, for the other threads'
+  // cp.async bytes; with the TMA's tiles the mbarrier alone), instead of after tile t has
+  // landed: while a block waits, kStages tiles are on their way instead of kStages − 1.
+  static constexpr bool kEarlyIssue = kEarlyIssue_;
+  static_assert(!kEarlyIssue || (!kBulk_ && kClusterHeads_ == 1 && kPrefetch_ == 0),
+                "the early issue: cp.async or the TMA's tiles, no cluster, no L2 prefetch");
   static_assert(!(kTileBase && kBulk), "the tile's base address: the cp.async copies only");
   static_assert(!(kL2Bytes && kBulk), "the prefetch size qualifies the cp.async copies only");
   static constexpr int kWarps = kWarps_;
@@ -419,6 +427,12 @@ __global__ void __launch_bounds__(Traits::kThreads)
     }
     __syncthreads();
   }
+  // With Traits::kTma: whether tile `tile` goes by the TMA (its keys all attended to, in one
+  // page or the contiguous cache, or in pages that divide it), the same in every thread.
+  auto tma_tile = [&](int tile) {
+    const bool pages_in_tile = p.paged && p.page_size < kN && kN % p.page_size == 0;
+    return (tile + 1) * kN <= key_end && (tile_in_page || pages_in_tile);
+  };
   // Tile `tile` into stage `stage`: cp.async as the CUDA-core candidate (split_tiles.cuh); with
   // Traits::kBulk a bulk copy per row; with Traits::kTma the TMA's boxes where the tile allows;
   // with Traits::kHeads > 1 the positions of several heads (load_tile_heads_async).
@@ -452,8 +466,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
       // pages that divide the tile (16 or 32 rows at kN = 64): a box per page and panel, lane
       // j of warp 0 asking for page j's. The same for every thread of the block.
       const int pos0 = tile * kN;
-      const bool pages_in_tile = p.paged && p.page_size < kN && kN % p.page_size == 0;
-      if (pos0 + kN <= key_end && (tile_in_page || pages_in_tile)) {
+      if (tma_tile(tile)) {
         const int box_rows = tile_in_page ? kN : p.page_size;  // a box's positions
         if (tid < kN / box_rows) {
           // The box's place: (dims, head g, position, sequence) in the contiguous cache, (dims,
@@ -576,15 +589,24 @@ __global__ void __launch_bounds__(Traits::kThreads)
 
   for (int t = t_begin; t < t_end; ++t) {
     const int stage = (t - t_begin) % kS;
-    if constexpr (kBulk || kTma)
-      bulk_wait(bars + 8 * stage, ((t - t_begin) / kS) % 2);  // the stage's use number, mod 2
-    if constexpr (!kBulk) cp_async_wait<kS - 2>();
-    if constexpr (Traits::kClusterHeads > 1) {
-      cluster_sync();  // this block's threads and the cluster's other blocks alike
+    if constexpr (Traits::kEarlyIssue) {
+      __syncthreads();  // every warp is done with tile t − 1: its stage takes tile t + kS − 1
+      const int next = t + kS - 1;
+      if (next < t_end) load_tile(tile_at(next), (stage + kS - 1) % kS);
+      cp_async_commit();
+      if constexpr (kTma) bulk_wait(bars + 8 * stage, ((t - t_begin) / kS) % 2);
+      cp_async_wait<kS - 1>();  // tile t's group: kS − 1 were committed after it
+      // The other threads' cp.async bytes of tile t (the TMA's are seen through the mbarrier).
+      if (!kTma || !tma_tile(tile_at(t))) __syncthreads();
     } else {
-      __syncthreads();
-    }
-    {
+      if constexpr (kBulk || kTma)
+        bulk_wait(bars + 8 * stage, ((t - t_begin) / kS) % 2);  // the stage's use number, mod 2
+      if constexpr (!kBulk) cp_async_wait<kS - 2>();
+      if constexpr (Traits::kClusterHeads > 1) {
+        cluster_sync();  // this block's threads and the cluster's other blocks alike
+      } else {
+        __syncthreads();
+      }
       const int next = t + kS - 1;
       if (next < t_end) load_tile(tile_at(next), (stage + kS - 1) % kS);
       cp_async_commit();

@@ -461,11 +461,11 @@ template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk 
           int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0,
           bool kTileTable = false, int kL2Bytes = 0, bool kTileBase = false,
           bool kLazyRescale = false, int kClusterHeads = 1, int kHeads = 1, bool kFixedRows = false,
-          bool kTma = false, bool kSpread = false>
+          bool kTma = false, bool kSpread = false, bool kEarlyIssue = false>
 using Mma =
     VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly,
                                    kSwizzle, kTileTable, kL2Bytes, kTileBase, kLazyRescale,
-                                   kClusterHeads, kHeads, kFixedRows, kTma, kSpread>,
+                                   kClusterHeads, kHeads, kFixedRows, kTma, kSpread, kEarlyIssue>,
                    true, kRuleSlots>;
 
 struct S3W4 : Scalar<3, 4, 64> {
@@ -566,11 +566,12 @@ struct M3W4SPAH4F : M3W4SPAH<4, true> {
   static constexpr const char* kName = "m3w4spah4f";
   static constexpr const char* kLesson = "m3w4spah4, each thread's copies at fixed offsets";
 };
-template <int kStages, bool kTma = true, bool kSpread = false>
-using MWxSP = Mma<kStages, 4, 64, /*kSplitP=*/true, /*kBulk=*/false, /*kPrefetch=*/0,
-                  /*kEarly=*/false, /*kSwizzle=*/true, /*kRuleSlots=*/0, /*kTileTable=*/true,
-                  /*kL2Bytes=*/0, /*kTileBase=*/true, /*kLazyRescale=*/false,
-                  /*kClusterHeads=*/1, /*kHeads=*/1, /*kFixedRows=*/false, kTma, kSpread>;
+template <int kStages, bool kTma = true, bool kSpread = false, bool kEarlyIssue = false>
+using MWxSP =
+    Mma<kStages, 4, 64, /*kSplitP=*/true, /*kBulk=*/false, /*kPrefetch=*/0,
+        /*kEarly=*/false, /*kSwizzle=*/true, /*kRuleSlots=*/0, /*kTileTable=*/true,
+        /*kL2Bytes=*/0, /*kTileBase=*/true, /*kLazyRescale=*/false,
+        /*kClusterHeads=*/1, /*kHeads=*/1, /*kFixedRows=*/false, kTma, kSpread, kEarlyIssue>;
 struct M3W4SPT : MWxSP<3> {
   static constexpr const char* kName = "m3w4spt";
   static constexpr const char* kLesson = "m3w4spa, whole tiles copied by the TMA from warp 0";
@@ -586,6 +587,14 @@ struct M3W4SPAS : MWxSP<3, /*kTma=*/false, /*kSpread=*/true> {
 struct M3W4SPTS : MWxSP<3, /*kTma=*/true, /*kSpread=*/true> {
   static constexpr const char* kName = "m3w4spts";
   static constexpr const char* kLesson = "m3w4spt, each block's tiles from one of its own on";
+};
+struct M3W4SPAE : MWxSP<3, /*kTma=*/false, /*kSpread=*/false, /*kEarlyIssue=*/true> {
+  static constexpr const char* kName = "m3w4spae";
+  static constexpr const char* kLesson = "m3w4spa, the next tile asked for before this one lands";
+};
+struct M3W4SPTE : MWxSP<3, /*kTma=*/true, /*kSpread=*/false, /*kEarlyIssue=*/true> {
+  static constexpr const char* kName = "m3w4spte";
+  static constexpr const char* kLesson = "m3w4spt, the next tile asked for before this one lands";
 };
 struct M3W4SPL1 : Mma<3, 4, 64, true, false, 0, false, true, 0, true, 128> {
   static constexpr const char* kName = "m3w4spl1";
@@ -770,7 +779,15 @@ std::vector<DecodeVariant> decode_variants() {
                          "cache, not the same positions in step",
                          "B=8 MHA and B=32 GQA, 16k/32k (one wave of 256 blocks in step): "
                          "1.00-1.015x m3w4spa; B=8 GQA, B=32 MHA and B=1: level within 1%"),
-          make<M3W4SPTS>("m3w4spt with m3w4spas's spread starts", "as m3w4spas against m3w4spt")};
+          make<M3W4SPTS>("m3w4spt with m3w4spas's spread starts", "as m3w4spas against m3w4spt"),
+          make<M3W4SPAE>("m3w4spa asking for tile t + 2 once every warp is done with tile t - 1, "
+                         "before waiting for tile t (two barriers per tile): 3 tiles on their "
+                         "way while a block waits, not 2",
+                         "if the bytes in flight bind: B>=8, 16k/32k 1.00-1.02x m3w4spa, B=1 "
+                         "1.00-1.03x; if not, level within 1% (the second barrier's cost)"),
+          make<M3W4SPTE>("m3w4spt asking for tile t + 2 before waiting for tile t (one barrier "
+                         "per TMA tile: the mbarrier shows the bytes)",
+                         "as m3w4spae against m3w4spt")};
 }
 
 }  // namespace fa::step12
