@@ -335,6 +335,28 @@
 //          32), beyond the 3% at GQA. Against m3w4spa, the registered kernel: 0.99-1.01x at B >= 8
 //          on the contiguous cache, 1.00-1.02x with pages of 64, down to 0.95x at B = 1. Not kept:
 //          at most 2% where it gains, up to 5% lost at B = 1.
+//   m3w4spas, m3w4spts  m3w4spa and m3w4spt with Traits::kSpread: block y + grid_y · z walks
+//          its split's n tiles from tile (y + grid_y · z) · n / (grid_y · grid_z) on, round to the
+//          first. Why: the cache's layout costs bare copies 1.5% exactly at the shapes whose 256
+//          blocks run in one wave, in step (B = 8, MHA and B = 32, GQA: h200-hbm-layouts-
+//          be9443a.md), and not where several waves put the blocks out of step (B = 32, MHA);
+//          if the blocks asking for the same positions at once crowd some DRAM channels,
+//          spreading them gets the percent back. Predicted: those shapes 1.00-1.015x, the others
+//          and B = 1 level within 1%. The same test on bare copies first (bin/hbm_layouts
+//          --starts spread, h200-hbm-layouts-597a118.md): bnhd read as much or less spread
+//          (0.97-1.00x aligned, 4.46 against 4.52 TB/s at B = 8, MHA, 32k).
+//          Measured (h200-variants-12-597a118.md): 0.98-1.00x at B >= 8 (contiguous and both
+//          page sizes), 0.97-0.99x at B = 1 on the contiguous cache: the hypothesis is wrong,
+//          in step is not what costs. Not kept.
+//   m3w4spae, m3w4spte  m3w4spa and m3w4spt with Traits::kEarlyIssue: tile t + 2 asked for once
+//          every warp is done with tile t - 1 (a barrier), before the wait for tile t (then a
+//          second barrier for the cp.async bytes; a TMA tile needs none, its mbarrier shows
+//          them). While a block waits, 3 tiles are on their way instead of 2 (96 KiB instead of
+//          64). Predicted: 1.00-1.02x at B >= 8 and 1.00-1.03x at B = 1 if the bytes in flight
+//          bind, level within 1% (the second barrier) if not.
+//          Measured (h200-variants-12-71dbc09.md): m3w4spae 0.995-1.002x m3w4spa at B >= 8
+//          and 0.995-1.012x at B = 1 over the three caches; m3w4spte 0.99-1.02x m3w4spt: level.
+//          Two tiles in flight per block, four per SM, are enough; not kept.
 #include <cuda_bf16.h>
 
 #include <algorithm>
