@@ -197,7 +197,7 @@ BENCH_DECODE = [
 # Step 12's configurations (steps/12_decode/variants/variants.cpp): the decoding benchmark's
 # shape options, which configurations and registered steps, and Google Benchmark's flags.
 VARIANTS_12 = [
-    ("--variants s9w9", r"--variants: s9w9 not in \{s3w4,s2w4,s2w8,s3w8,m2w4,m3w4,m3w4r,m3w4b,m2w4b,m4w4b,m3w4p1,m3w4p2,m2w4p2,m3w4e,m3w4s,m2w4s,m2w4s2,h23s,m3w4sp,m3w4spl1,m3w4spl2,m3w4spa,m3w4spam,m3w4spac2,m3w4spac4,m3w4spac8,m3w4spah2,m3w4spah4,m3w4spah4f,m3w4spt,m2w4spt,m3w4spas,m3w4spts,m3w4spae,m3w4spte\}"),
+    ("--variants s9w9", r"--variants: s9w9 not in \{s3w4,s2w4,s2w8,s3w8,m2w4,m3w4,m3w4r,m3w4b,m2w4b,m4w4b,m3w4p1,m3w4p2,m2w4p2,m3w4e,m3w4s,m2w4s,m2w4s2,h23s,m3w4sp,m3w4spl1,m3w4spl2,m3w4spa,m3w4spam,m3w4spac2,m3w4spac4,m3w4spac8,m3w4spah2,m3w4spah4,m3w4spah4f,m3w4spt,m2w4spt,m3w4spas,m3w4spts,m3w4spaz,m3w4spae,m3w4spte\}"),
     ("--steps 07", r"--steps: 07 not in \{12_decode,12_decode_v2,none\}"),
     ("--batches 0", r"--batches: Value 0 not in range " + INT),
     ("--caches x", r"--caches: Value x not in range " + INT),
@@ -232,7 +232,7 @@ HBM_LAYOUTS = [
     ("--batches 0", r"--batches: Value 0 not in range 1 to 65535"),
     ("--heads-kv 70000", r"--heads-kv: Value 70000 not in range 1 to 65535"),
     ("--heads-per-block 3", r"--heads-per-block: 3 not in \{1,2,4\}"),
-    ("--starts diagonal", r"--starts: diagonal not in \{aligned,spread\}"),
+    ("--starts diagonal", r"--starts: diagonal not in \{aligned,spread,sequences\}"),
     ("--heads-kv 6 --heads-per-block 1,4",
      r"--heads-per-block 4: must divide every --heads-kv \(6\)"),
     ("--reps 0", r"--reps: Value 0 not in range 1 to 10000"),

@@ -80,8 +80,8 @@ __global__ void __launch_bounds__(kThreads)
 // of a position's kHeads rows (side by side in bnhd), and each (head group, sequence) is split
 // in kHeads runs of positions, grid (splits, head groups, sequences), so that the grid has as
 // many blocks of as many bytes as with one head per block.
-// With `spread` (not 0) each block starts at a tile of its own (kv_rows_read's spread_starts)
-// and wraps round to its first.
+// `starts` (a KvStarts) is the tile each block begins at (rot below); it wraps round to its
+// first.
 constexpr int kRowThreads = 128, kRowChunks = 16, kTileRows = 64, kRowStages = 3;
 constexpr int kRowTileBytes = kTileRows * kRowChunks * 16;  // one of K or V
 constexpr int kRowSmemBytes = kRowStages * 2 * kRowTileBytes;
@@ -100,7 +100,7 @@ __device__ __forceinline__ void cp_async_wait() {
 template <KvLayout kLayout, int kHeads>
 __global__ void __launch_bounds__(kRowThreads)
     kv_rows_read_kernel(const uint4* __restrict__ k, const uint4* __restrict__ v, int heads, int n,
-                        int spread, unsigned sentinel, unsigned* __restrict__ sink) {
+                        KvStarts starts, unsigned sentinel, unsigned* __restrict__ sink) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int kWide = kRowChunks * kHeads;      // chunks of a position's kHeads rows
   constexpr int kPositions = kTileRows / kHeads;  // positions per tile
@@ -108,9 +108,12 @@ __global__ void __launch_bounds__(kRowThreads)
   const int split = blockIdx.x, b = blockIdx.z;
   const int tiles = n / kTileRows;  // per split: n / kHeads positions, tiles of kPositions
   const int first_tile = split * tiles;
-  const int rot = spread ? static_cast<int>((int64_t{blockIdx.y} + int64_t{gridDim.y} * b) * tiles /
-                                            (int64_t{gridDim.y} * gridDim.z))
-                         : 0;
+  const int rot = starts == KvStarts::kSpread
+                      ? static_cast<int>((int64_t{blockIdx.y} + int64_t{gridDim.y} * b) * tiles /
+                                         (int64_t{gridDim.y} * gridDim.z))
+                  : starts == KvStarts::kSequences
+                      ? static_cast<int>(int64_t{b} * tiles / gridDim.z)
+                      : 0;
   const int i0 = threadIdx.x / kWide, wide = threadIdx.x % kWide;
   const int h = blockIdx.y * kHeads + wide / kRowChunks, chunk = wide % kRowChunks;
   const uint32_t s0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -212,7 +215,7 @@ HbmRead time_hbm_read(const void* data, std::size_t bytes, int warmup, int reps,
 
 HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, KvLayout layout,
                      int heads_per_block, int warmup, int reps, long long spin_cycles,
-                     bool spread_starts) {
+                     KvStarts starts) {
   if (batch < 1 || heads < 1 || heads > 65535 || batch > 65535 || n < kTileRows ||
       n % kTileRows != 0 || reps < 1 || warmup < 0)
     throw std::invalid_argument("kv_rows_read: batch (" + std::to_string(batch) + ") and heads (" +
@@ -229,7 +232,7 @@ HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, 
     throw std::invalid_argument("kv_rows_read: k and v must be 16-byte aligned");
   static DeviceBuffer sink(sizeof(unsigned));
   // The kernel for (layout, heads per block), its shared memory allowed once.
-  using Kernel = void (*)(const uint4*, const uint4*, int, int, int, unsigned, unsigned*);
+  using Kernel = void (*)(const uint4*, const uint4*, int, int, KvStarts, unsigned, unsigned*);
   static const auto kernels = [] {
     const std::array<Kernel, 6> all{
         kv_rows_read_kernel<KvLayout::kBhnd, 1>, kv_rows_read_kernel<KvLayout::kBhnd, 2>,
@@ -245,9 +248,9 @@ HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, 
   const dim3 grid(static_cast<unsigned>(heads_per_block),
                   static_cast<unsigned>(heads / heads_per_block), static_cast<unsigned>(batch));
   auto run = [&] {
-    kernel<<<grid, kRowThreads, kRowSmemBytes>>>(
-        static_cast<const uint4*>(k), static_cast<const uint4*>(v), heads, n, spread_starts ? 1 : 0,
-        0xFFFFFFFFu, sink.as<unsigned>());
+    kernel<<<grid, kRowThreads, kRowSmemBytes>>>(static_cast<const uint4*>(k),
+                                                 static_cast<const uint4*>(v), heads, n, starts,
+                                                 0xFFFFFFFFu, sink.as<unsigned>());
     CUDA_CHECK_LAUNCH();
   };
   HbmRead r;

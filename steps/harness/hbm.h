@@ -50,6 +50,14 @@ enum class KvLayout {
   kBnhd,  ///< [B, N, H_kv, d]: one position's rows of every head side by side (the step's cache)
 };
 
+/// \brief Where each block of kv_rows_read begins its tiles, for a grid of Y head groups × Z
+/// sequences (block y, z).
+enum class KvStarts {
+  kAligned,    ///< at its first: the blocks that run at the same time ask for the same positions
+  kSpread,     ///< at tile (y + Y · z) · tiles / (Y · Z): every block at a place of its own
+  kSequences,  ///< at tile z · tiles / Z: a sequence's heads together, the sequences spread
+};
+
 /// \brief Times reading K and V caches of `batch` · `heads` · `n` rows of 256 bytes each (d =
 /// 128 in 16 bits) in `layout`, one block of 128 threads per (head, sequence) copying its head's
 /// rows into shared memory as the decoding candidate does (m3w4spa: tiles of 64 rows of K and of
@@ -62,16 +70,14 @@ enum class KvLayout {
 /// 64 / heads_per_block positions of each (in bnhd, heads_per_block · 256 contiguous bytes per
 /// position), and each head group's positions are split in heads_per_block runs, so that the
 /// grid keeps batch · heads blocks of the same bytes (the decoding variants m3w4spah2/4).
-/// With spread_starts, block y + grid_y · z of the grid's grid_y · grid_z (every run alike)
-/// copies its tiles from tile (y + grid_y · z) · tiles / (grid_y · grid_z) on, round to the
-/// first: the blocks that run at the same time ask for positions spread over the sequence,
-/// instead of each starting at its first position, all in step.
+/// `starts` says at which of its `tiles` tiles each block (every run alike) begins, reading to
+/// its last and then from its first: KvStarts below.
 /// \param layout the order of the rows \param heads_per_block 1, 2 or 4, dividing heads
 /// \param warmup untimed runs \param reps timed runs
-/// \param spin_cycles the spin before each \param spread_starts as above \return the figure
+/// \param spin_cycles the spin before each \param starts as above \return the figure
 HbmRead kv_rows_read(const void* k, const void* v, int batch, int heads, int n, KvLayout layout,
                      int heads_per_block, int warmup, int reps, long long spin_cycles,
-                     bool spread_starts = false);
+                     KvStarts starts = KvStarts::kAligned);
 
 /// \brief What wait_for_hbm_read saw.
 struct HbmWait {

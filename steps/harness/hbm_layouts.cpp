@@ -17,12 +17,14 @@
 // bnhd, 512 or 1024 contiguous bytes per position), each head group's positions split in as many
 // runs so that the grid keeps batch · H_kv blocks of the same bytes whatever the heads per
 // block (the decoding variants m3w4spah2, m3w4spah4 split by their own rule instead, e.g. once
-// at B = 32 with 32 K/V heads). --starts aligned,spread also times blocks that start each at a
-// tile of their own, spread over the sequence in grid order, and wrap round to their first
-// (aligned: every block starts at its first position, and the blocks that run at the same time
-// ask for the same positions, in step).
+// at B = 32 with 32 K/V heads). --starts aligned,spread,sequences also times blocks that begin
+// elsewhere than at their first tile and wrap round to it (aligned: every block begins at its
+// first position, and the blocks that run at the same time ask for the same positions, in step;
+// spread: each block at a tile of its own, in grid order; sequences: the heads of a sequence
+// together, each sequence at a tile of its own).
 // Rows of 256 bytes (d = 128 in 16 bits), filled with N(0, 1) values on the device. Each layout
-// is timed twice, in the order bhnd, bnhd for each heads-per-block value, then all again (one
+// is timed twice, in the order bhnd, bnhd for each heads-per-block value and starts, then all
+// again (one
 // head per block alone: bhnd, bnhd, bhnd, bnhd), each time the median of --reps runs after
 // --warmup, a GPU spin before each run; the table shows their mean and how far apart they were. A
 // streaming read of the K cache alone (the decoding benchmark's HBM yardstick, a grid-stride loop)
@@ -49,9 +51,16 @@ namespace {
 
 struct Row {
   int batch, heads, n, per_block;
-  bool spread;
+  std::string starts;
   double stream, bhnd[2], bnhd[2];
 };
+
+fa::bench::KvStarts starts_of(const std::string& name) {
+  using fa::bench::KvStarts;
+  return name == "spread"      ? KvStarts::kSpread
+         : name == "sequences" ? KvStarts::kSequences
+                               : KvStarts::kAligned;
+}
 
 std::string fixed(double x, int decimals) {
   char buf[32];
@@ -91,10 +100,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({1, 2, 4}))
       ->capture_default_str();
   app.add_option("--starts", starts,
-                 "where each block starts, comma-separated: aligned (its first position) or "
-                 "spread (a tile of its own, in grid order over the sequence)")
+                 "where each block begins, comma-separated: aligned (its first position), spread "
+                 "(a tile of its own, in grid order over the sequence) or sequences (a tile of "
+                 "its sequence's own, the same for the sequence's heads)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"aligned", "spread"}))
+      ->check(CLI::IsMember({"aligned", "spread", "sequences"}))
       ->capture_default_str();
   app.add_option("--reps", reps, "timed runs per figure (the median is reported)")
       ->check(fa::cli::int_range(1, 10000))
@@ -162,17 +172,17 @@ int main(int argc, char** argv) {
           std::vector<Row> shape;
           for (int g : per_block)
             for (const std::string& st : starts)
-              shape.push_back(Row{b, h, n, g, st == "spread", 0, {0, 0}, {0, 0}});
+              shape.push_back(Row{b, h, n, g, st, 0, {0, 0}, {0, 0}});
           for (int round = 0; round < 2; ++round)
             for (Row& r : shape) {
               using fa::bench::KvLayout;
               r.bhnd[round] =
                   fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBhnd, r.per_block,
-                                          warmup, reps, spin_cycles, r.spread)
+                                          warmup, reps, spin_cycles, starts_of(r.starts))
                       .tbps;
               r.bnhd[round] =
                   fa::bench::kv_rows_read(k.get(), v.get(), b, h, n, KvLayout::kBnhd, r.per_block,
-                                          warmup, reps, spin_cycles, r.spread)
+                                          warmup, reps, spin_cycles, starts_of(r.starts))
                       .tbps;
             }
           const double stream =
@@ -182,8 +192,8 @@ int main(int argc, char** argv) {
             std::printf(
                 "B=%d H_kv=%d N=%d, %d head(s) per block, %s starts: stream (K) %.3f, bhnd %.3f "
                 "%.3f, bnhd %.3f %.3f TB/s\n",
-                b, h, n, r.per_block, r.spread ? "spread" : "aligned", r.stream, r.bhnd[0],
-                r.bhnd[1], r.bnhd[0], r.bnhd[1]);
+                b, h, n, r.per_block, r.starts.c_str(), r.stream, r.bhnd[0], r.bhnd[1], r.bnhd[0],
+                r.bnhd[1]);
             rows.push_back(r);
           }
         }
@@ -200,7 +210,8 @@ int main(int argc, char** argv) {
           "(fa::bench::kv_rows_read), the cache laid out bhnd ([B, H_kv, N, d], one head's rows "
           "one after the other: PyTorch's layout) or bnhd ([B, N, H_kv, d], a position's rows of "
           "every head side by side: the decoding step's cache); each layout timed twice, in the "
-          "order bhnd, bnhd for each heads-per-block value, then all again, each layout's column "
+          "order bhnd, bnhd for each heads-per-block value and starts, then all again, each "
+          "layout's column "
           "the mean of its two runs, *runs apart* "
           "the larger difference between a layout's two runs. *heads per block*: 1, or a block "
           "copies that many neighbouring heads (tiles of 64 / heads positions of each; in bnhd "
@@ -208,9 +219,11 @@ int main(int argc, char** argv) {
           "many runs, grid (runs, head groups, sequences): as many blocks of as many bytes. "
           "*starts*: aligned, every block starts at its first position, so that the blocks "
           "running at the same time ask for the same positions in step; spread, block y + "
-          "grid_y · z starts at tile (y + grid_y · z) · tiles / (grid_y · grid_z) of its run and "
+          "grid_y · z starts at tile (y + grid_y · z) · tiles / (grid_y · grid_z) of its run, "
+          "every block at a place of its own; sequences, block (y, z) starts at tile "
+          "z · tiles / grid_z, a sequence's heads together and the sequences spread; either "
           "wraps round to its first. *bnhd / bhnd, 1 head*: bnhd over the same shape's bhnd with "
-          "one head per block and aligned starts. "
+          "one head per block and aligned starts (the same baseline for every row of a shape). "
           "*stream*: the K cache read by a grid-stride streaming "
           "loop (the decoding benchmark's HBM yardstick). HBM read bandwidth measured at the "
           "start: " +
@@ -226,13 +239,13 @@ int main(int argc, char** argv) {
           std::max(std::abs(r.bhnd[0] - r.bhnd[1]) / a, std::abs(r.bnhd[0] - r.bnhd[1]) / c);
       std::string one_head = "–";  // the same shape's bhnd with one head per block
       for (const Row& o : rows)
-        if (o.batch == r.batch && o.heads == r.heads && o.n == r.n && o.per_block == 1 && !o.spread)
+        if (o.batch == r.batch && o.heads == r.heads && o.n == r.n && o.per_block == 1 &&
+            o.starts == "aligned")
           one_head = fixed(c / mean(o.bhnd), 3);
       md += "| " + std::to_string(r.batch) + " | " + std::to_string(r.heads) + " | " +
-            std::to_string(r.n) + " | " + std::to_string(r.per_block) + " | " +
-            (r.spread ? "spread" : "aligned") + " | " + fixed(r.stream, 2) + " | " + fixed(a, 2) +
-            " | " + fixed(c, 2) + " | " + fixed(c / a, 3) + " | " + one_head + " | " +
-            fixed(100 * apart, 1) + "% |\n";
+            std::to_string(r.n) + " | " + std::to_string(r.per_block) + " | " + r.starts + " | " +
+            fixed(r.stream, 2) + " | " + fixed(a, 2) + " | " + fixed(c, 2) + " | " +
+            fixed(c / a, 3) + " | " + one_head + " | " + fixed(100 * apart, 1) + "% |\n";
     }
     return fa::cli::print_markdown(md, out_md);
   } catch (const std::exception& e) {

@@ -54,7 +54,7 @@ template <int kHeadDim_, int kStages_ = 3, int kWarps_ = 4, int kBlockN_ = 64, b
           bool kBulk_ = false, int kPrefetch_ = 0, bool kEarlyTrigger_ = false,
           bool kSwizzle_ = false, bool kTileTable_ = false, int kL2Bytes_ = 0,
           bool kTileBase_ = false, bool kLazyRescale_ = false, int kClusterHeads_ = 1,
-          int kHeads_ = 1, bool kFixedRows_ = false, bool kTma_ = false, bool kSpread_ = false,
+          int kHeads_ = 1, bool kFixedRows_ = false, bool kTma_ = false, int kSpread_ = 0,
           bool kEarlyIssue_ = false>
 struct DecodeTraitsMma {
   static constexpr int kHeadDim = kHeadDim_;
@@ -133,12 +133,16 @@ struct DecodeTraitsMma {
                           kPrefetch_ == 0 && kHeadDim_ % 64 == 0),
                 "the TMA's tiles: swizzled rows, one head per block, no other bulk copy, no "
                 "cluster, no L2 prefetch, d in boxes of 64");
-  // Each block walks its split's tiles from one of its own on, round to the first: block
-  // y + grid_y · z of the grid's grid_y · grid_z (the splits of a head alike) starts at tile
-  // (y + grid_y · z) · n / (grid_y · grid_z) of its n, so that the blocks that run at the same
-  // time ask for positions spread over the cache instead of the same positions in step. The
-  // online softmax takes the keys in any order: only the order of fp32 sums changes.
-  static constexpr bool kSpread = kSpread_;
+  // 1 or 2: each block walks its split's n tiles from one of its own on, round to the first,
+  // so that the blocks that run at the same time ask for positions spread over the cache
+  // instead of the same positions in step. 1: block (y, z) of the grid's grid_y · grid_z (the
+  // splits of a head alike) starts at tile (y + grid_y · z) · n / (grid_y · grid_z), every
+  // block at a place of its own (with more than one row chunk per head, q_len · group > 16, the
+  // chunks of one head then read its tiles at different times instead of together); 2: at
+  // tile z · n / grid_z, the blocks of a sequence together, the sequences spread. 0: from the
+  // first. The online softmax takes the keys in any order: only the order of fp32 sums changes.
+  static constexpr int kSpread = kSpread_;
+  static_assert(kSpread >= 0 && kSpread <= 2, "spread starts: 0, 1 or 2");
   static_assert(!kSpread || kPrefetch_ == 0, "the L2 prefetch follows the tiles in order");
   // The copies of tile t + kStages − 1 asked for as soon as every warp is done with tile t − 1
   // (a barrier), before waiting for tile t (then a second barrier, for the other threads'
@@ -390,11 +394,14 @@ __global__ void __launch_bounds__(Traits::kThreads)
   // The loop's t-th tile (t_begin … t_end − 1) is tile tile_at(t): t itself, or with
   // Traits::kSpread the block's own rotation of the split's tiles.
   int rot = 0;
-  if constexpr (Traits::kSpread)
+  if constexpr (Traits::kSpread == 1)
     rot = static_cast<int>((int64_t{blockIdx.y} + int64_t{gridDim.y} * blockIdx.z) *
                            (t_end - t_begin) / (int64_t{gridDim.y} * gridDim.z));
+  if constexpr (Traits::kSpread == 2)
+    rot = static_cast<int>(int64_t{blockIdx.z} * (t_end - t_begin) / gridDim.z);
   auto tile_at = [&](int t) {
-    if constexpr (Traits::kSpread) return t + rot < t_end ? t + rot : t + rot - (t_end - t_begin);
+    if constexpr (Traits::kSpread != 0)
+      return t + rot < t_end ? t + rot : t + rot - (t_end - t_begin);
     return t;
   };
 
@@ -597,7 +604,11 @@ __global__ void __launch_bounds__(Traits::kThreads)
       if constexpr (kTma) bulk_wait(bars + 8 * stage, ((t - t_begin) / kS) % 2);
       cp_async_wait<kS - 1>();  // tile t's group: kS − 1 were committed after it
       // The other threads' cp.async bytes of tile t (the TMA's are seen through the mbarrier).
-      if (!kTma || !tma_tile(tile_at(t))) __syncthreads();
+      if constexpr (!kTma) {
+        __syncthreads();
+      } else if (!tma_tile(tile_at(t))) {
+        __syncthreads();
+      }
     } else {
       if constexpr (kBulk || kTma)
         bulk_wait(bars + 8 * stage, ((t - t_begin) / kS) % 2);  // the stage's use number, mod 2

@@ -344,10 +344,14 @@
 //          spreading them gets the percent back. Predicted: those shapes 1.00-1.015x, the others
 //          and B = 1 level within 1%. The same test on bare copies first (bin/hbm_layouts
 //          --starts spread, h200-hbm-layouts-597a118.md): bnhd read as much or less spread
-//          (0.97-1.00x aligned, 4.46 against 4.52 TB/s at B = 8, MHA, 32k).
-//          Measured (h200-variants-12-597a118.md): 0.98-1.00x at B >= 8 (contiguous and both
-//          page sizes), 0.97-0.99x at B = 1 on the contiguous cache: the hypothesis is wrong,
-//          in step is not what costs. Not kept.
+//          (0.98-1.00x aligned, 4.46 against 4.52 TB/s at B = 8, MHA, 32k), bhnd as much.
+//          Measured (h200-variants-12-597a118.md): m3w4spas 0.98-1.00x m3w4spa at B >= 8
+//          (contiguous and both page sizes), 0.97-0.99x at B = 1 on the contiguous cache;
+//          m3w4spts 0.975-1.002x m3w4spt at B >= 8, 0.975-1.033x at B = 1. This spread did not
+//          help. It also puts neighbouring heads of a sequence a tile apart, which in bnhd
+//          read one position's rows side by side, and only bnhd slowed: so the bare copies
+//          were run again with the heads of a sequence kept together and only the sequences
+//          spread (--starts sequences, below).
 //   m3w4spae, m3w4spte  m3w4spa and m3w4spt with Traits::kEarlyIssue: tile t + 2 asked for once
 //          every warp is done with tile t - 1 (a barrier), before the wait for tile t (then a
 //          second barrier for the cp.async bytes; a TMA tile needs none, its mbarrier shows
@@ -355,7 +359,8 @@
 //          64). Predicted: 1.00-1.02x at B >= 8 and 1.00-1.03x at B = 1 if the bytes in flight
 //          bind, level within 1% (the second barrier) if not.
 //          Measured (h200-variants-12-71dbc09.md): m3w4spae 0.995-1.002x m3w4spa at B >= 8
-//          and 0.995-1.012x at B = 1 over the three caches; m3w4spte 0.99-1.02x m3w4spt: level.
+//          and 0.995-1.012x at B = 1 over the three caches; m3w4spte 0.99-1.02x m3w4spt
+//          (0.990-1.017x at B >= 8, 0.992-1.017x at B = 1): level.
 //          Two tiles in flight per block, four per SM, are enough; not kept.
 #include <cuda_bf16.h>
 
@@ -483,7 +488,7 @@ template <int kStages, int kWarps, int kBlockN, bool kSplitP = true, bool kBulk 
           int kPrefetch = 0, bool kEarly = false, bool kSwizzle = false, int kRuleSlots = 0,
           bool kTileTable = false, int kL2Bytes = 0, bool kTileBase = false,
           bool kLazyRescale = false, int kClusterHeads = 1, int kHeads = 1, bool kFixedRows = false,
-          bool kTma = false, bool kSpread = false, bool kEarlyIssue = false>
+          bool kTma = false, int kSpread = 0, bool kEarlyIssue = false>
 using Mma =
     VariantKernels<DecodeTraitsMma<128, kStages, kWarps, kBlockN, kSplitP, kBulk, kPrefetch, kEarly,
                                    kSwizzle, kTileTable, kL2Bytes, kTileBase, kLazyRescale,
@@ -588,33 +593,37 @@ struct M3W4SPAH4F : M3W4SPAH<4, true> {
   static constexpr const char* kName = "m3w4spah4f";
   static constexpr const char* kLesson = "m3w4spah4, each thread's copies at fixed offsets";
 };
-template <int kStages, bool kTma = true, bool kSpread = false, bool kEarlyIssue = false>
+template <int kStages, bool kTma, int kSpread = 0, bool kEarlyIssue = false>
 using MWxSP =
     Mma<kStages, 4, 64, /*kSplitP=*/true, /*kBulk=*/false, /*kPrefetch=*/0,
         /*kEarly=*/false, /*kSwizzle=*/true, /*kRuleSlots=*/0, /*kTileTable=*/true,
         /*kL2Bytes=*/0, /*kTileBase=*/true, /*kLazyRescale=*/false,
         /*kClusterHeads=*/1, /*kHeads=*/1, /*kFixedRows=*/false, kTma, kSpread, kEarlyIssue>;
-struct M3W4SPT : MWxSP<3> {
+struct M3W4SPT : MWxSP<3, /*kTma=*/true> {
   static constexpr const char* kName = "m3w4spt";
   static constexpr const char* kLesson = "m3w4spa, whole tiles copied by the TMA from warp 0";
 };
-struct M2W4SPT : MWxSP<2> {
+struct M2W4SPT : MWxSP<2, /*kTma=*/true> {
   static constexpr const char* kName = "m2w4spt";
   static constexpr const char* kLesson = "m3w4spt at 2 stages: 70 KiB, 3 blocks per SM";
 };
-struct M3W4SPAS : MWxSP<3, /*kTma=*/false, /*kSpread=*/true> {
+struct M3W4SPAS : MWxSP<3, /*kTma=*/false, /*kSpread=*/1> {
   static constexpr const char* kName = "m3w4spas";
   static constexpr const char* kLesson = "m3w4spa, each block's tiles from one of its own on";
 };
-struct M3W4SPTS : MWxSP<3, /*kTma=*/true, /*kSpread=*/true> {
+struct M3W4SPTS : MWxSP<3, /*kTma=*/true, /*kSpread=*/1> {
   static constexpr const char* kName = "m3w4spts";
   static constexpr const char* kLesson = "m3w4spt, each block's tiles from one of its own on";
 };
-struct M3W4SPAE : MWxSP<3, /*kTma=*/false, /*kSpread=*/false, /*kEarlyIssue=*/true> {
+struct M3W4SPAZ : MWxSP<3, /*kTma=*/false, /*kSpread=*/2> {
+  static constexpr const char* kName = "m3w4spaz";
+  static constexpr const char* kLesson = "m3w4spa, each sequence's blocks from a tile of its own";
+};
+struct M3W4SPAE : MWxSP<3, /*kTma=*/false, /*kSpread=*/0, /*kEarlyIssue=*/true> {
   static constexpr const char* kName = "m3w4spae";
   static constexpr const char* kLesson = "m3w4spa, the next tile asked for before this one lands";
 };
-struct M3W4SPTE : MWxSP<3, /*kTma=*/true, /*kSpread=*/false, /*kEarlyIssue=*/true> {
+struct M3W4SPTE : MWxSP<3, /*kTma=*/true, /*kSpread=*/0, /*kEarlyIssue=*/true> {
   static constexpr const char* kName = "m3w4spte";
   static constexpr const char* kLesson = "m3w4spt, the next tile asked for before this one lands";
 };
@@ -802,6 +811,11 @@ std::vector<DecodeVariant> decode_variants() {
                          "B=8 MHA and B=32 GQA, 16k/32k (one wave of 256 blocks in step): "
                          "1.00-1.015x m3w4spa; B=8 GQA, B=32 MHA and B=1: level within 1%"),
           make<M3W4SPTS>("m3w4spt with m3w4spas's spread starts", "as m3w4spas against m3w4spt"),
+          make<M3W4SPAZ>("m3w4spa with the blocks of sequence z starting at tile z·n/Z of their n, "
+                         "round to the first: a sequence's heads together, the sequences spread",
+                         "B=8 MHA and B=32 GQA, 16k/32k: 1.00-1.015x m3w4spa if sequences in "
+                         "step crowd the DRAM while heads side by side help; the rest level "
+                         "within 1%"),
           make<M3W4SPAE>("m3w4spa asking for tile t + 2 once every warp is done with tile t - 1, "
                          "before waiting for tile t (two barriers per tile): 3 tiles on their "
                          "way while a block waits, not 2",
