@@ -351,7 +351,18 @@
 //          help. It also puts neighbouring heads of a sequence a tile apart, which in bnhd
 //          read one position's rows side by side, and only bnhd slowed: so the bare copies
 //          were run again with the heads of a sequence kept together and only the sequences
-//          spread (--starts sequences, below).
+//          spread (--starts sequences; m3w4spaz below). Not kept.
+//   m3w4spaz  m3w4spa with Traits::kSpread 2: the blocks of sequence z begin at tile z · n / Z,
+//          a sequence's heads together, so that neighbouring heads still read a position's
+//          rows side by side while the sequences no longer ask for the same positions at once.
+//          Predicted: B = 8, MHA and B = 32, GQA, 16k/32k 1.00-1.015x m3w4spa if sequences in
+//          step crowd the DRAM; the rest level within 1%. Bare copies first (--starts
+//          sequences, h200-hbm-layouts-f8a175f.md, a machine whose HBM read 4.59-4.64 TB/s):
+//          bnhd 0.99-1.01x aligned, where spread read 0.97-1.00x in the same run.
+//          Measured (h200-variants-12-f8a175f.md): 0.99-1.005x m3w4spa at B >= 8, 1.00-1.01x
+//          at B = 1: level. Neither kind of spread start helps: the blocks in step are not
+//          what costs, and keeping a sequence's heads together is worth up to 1-2% in bnhd
+//          (spread against sequences, bare copies). Not kept.
 //   m3w4spae, m3w4spte  m3w4spa and m3w4spt with Traits::kEarlyIssue: tile t + 2 asked for once
 //          every warp is done with tile t - 1 (a barrier), before the wait for tile t (then a
 //          second barrier for the cp.async bytes; a TMA tile needs none, its mbarrier shows
@@ -360,7 +371,10 @@
 //          bind, level within 1% (the second barrier) if not.
 //          Measured (h200-variants-12-71dbc09.md): m3w4spae 0.995-1.002x m3w4spa at B >= 8
 //          and 0.995-1.012x at B = 1 over the three caches; m3w4spte 0.99-1.02x m3w4spt
-//          (0.990-1.017x at B >= 8, 0.992-1.017x at B = 1): level.
+//          (0.990-1.017x at B >= 8, 0.992-1.017x at B = 1): level. Again at f8a175f, after the
+//          second barrier was written with if constexpr (h200-variants-12-f8a175f.md, the
+//          contiguous cache and pages of 64): m3w4spae 0.99-1.00x m3w4spa at B >= 8, m3w4spte
+//          0.98-1.00x m3w4spa.
 //          Two tiles in flight per block, four per SM, are enough; not kept.
 #include <cuda_bf16.h>
 
