@@ -133,6 +133,13 @@ struct DecodeTraitsMma {
                           kPrefetch_ == 0 && kHeadDim_ % 64 == 0),
                 "the TMA's tiles: swizzled rows, one head per block, no other bulk copy, no "
                 "cluster, no L2 prefetch, d in boxes of 64");
+  /// \brief Whether whole tiles of kBlockN_ rows can go by the TMA in this cache: contiguous,
+  /// or pages that hold whole tiles, or pages that divide one (a box per page). The one rule
+  /// behind make_kv_tensor_maps (no maps otherwise) and the kernel's choice per tile.
+  __host__ __device__ static constexpr bool tma_pages(bool paged, int page_size) {
+    return !paged || page_size % kBlockN_ == 0 ||
+           (page_size < kBlockN_ && kBlockN_ % page_size == 0);
+  }
   // 1 or 2: each block walks its split's n tiles from one of its own on, round to the first,
   // so that the blocks that run at the same time ask for positions spread over the cache
   // instead of the same positions in step. 1: block (y, z) of the grid's grid_y · grid_z (the
@@ -437,8 +444,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   // With Traits::kTma: whether tile `tile` goes by the TMA (its keys all attended to, in one
   // page or the contiguous cache, or in pages that divide it), the same in every thread.
   auto tma_tile = [&](int tile) {
-    const bool pages_in_tile = p.paged && p.page_size < kN && kN % p.page_size == 0;
-    return (tile + 1) * kN <= key_end && (tile_in_page || pages_in_tile);
+    return (tile + 1) * kN <= key_end && Traits::tma_pages(p.paged, p.page_size);
   };
   // Tile `tile` into stage `stage`: cp.async as the CUDA-core candidate (split_tiles.cuh); with
   // Traits::kBulk a bulk copy per row; with Traits::kTma the TMA's boxes where the tile allows;
@@ -468,52 +474,53 @@ __global__ void __launch_bounds__(Traits::kThreads)
           bulk_arrive(bar, 0);
         }
       }
-    } else if constexpr (kTma) {
-      // A whole tile in one page (or the contiguous cache): one box per panel of K and of V;
-      // pages that divide the tile (16 or 32 rows at kN = 64): a box per page and panel, lane
-      // j of warp 0 asking for page j's. The same for every thread of the block.
-      const int pos0 = tile * kN;
-      if (tma_tile(tile)) {
-        const int box_rows = tile_in_page ? kN : p.page_size;  // a box's positions
-        if (tid < kN / box_rows) {
-          // The box's place: (dims, head g, position, sequence) in the contiguous cache, (dims,
-          // head g, row of the page, page) in the pool; an entry outside the pool, or a column
-          // outside the table (−1), lies outside the map: zeros, nothing read.
-          int slot = pos0 + tid * box_rows, unit = b;
-          if (p.paged) {
-            unit = table_entry(p, b, slot / p.page_size);
-            slot %= p.page_size;
-          }
-          const uint32_t bar = bars + 8 * stage;
-          // The loop-top __syncthreads ordered every thread's reads of this stage (ldmatrix)
-          // and writes to it (a cp.async tile's) before this point; the fence orders them, as
-          // this thread sees them, before its TMA writes (the async proxy).
-          bulk_fence_proxy();
-          // The whole tile's bytes, expected once. A box that lands before this arrival takes
-          // the barrier's transaction count below zero for a while (PTX allows down to
-          // −(2^20 − 1)); the phase cannot complete without this arrival all the same.
-          if (tid == 0) bulk_arrive(bar, static_cast<uint32_t>(2 * Traits::kTileBytes));
-          const uint32_t dst = tid * box_rows * 128;
-#pragma unroll
-          for (int c = 0; c < kD / 64; ++c) {
-            tma_load_4d(smem_u32(sK) + c * kN * 128 + dst, &maps.k, bar, c * 64, g, slot, unit);
-            tma_load_4d(smem_u32(sV) + c * kN * 128 + dst, &maps.v, bar, c * 64, g, slot, unit);
-          }
-        }
-      } else {  // every thread's cp.async, into the panels; the barrier's phase by thread 0
-        load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, Traits::kTileTable,
-                        Traits::kL2Bytes, Traits::kTileBase, Traits::kPanelRows>(p, b, g, tile,
-                                                                                 key_end, sK, sV);
-        if (tid == 0) bulk_arrive(bars + 8 * stage, 0);
-      }
     } else if constexpr (kG > 1) {
       load_tile_heads_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, kG,
                             Traits::kFixedRows>(p, b, g, tile, key_end, sK, sV);
     } else {
-      // (Traits::kPanelRows: the TMA's layout also where the TMA is compiled out, below sm_90.)
+      // With Traits::kTma, a whole tile in one page (or the contiguous cache): one box per
+      // panel of K and of V; pages that divide the tile (16 or 32 rows at kN = 64): a box per
+      // page and panel, lane j of warp 0 asking for page j's. The same for every thread of the
+      // block. Any other tile falls through to every thread's cp.async below.
+      if constexpr (kTma) {
+        if (tma_tile(tile)) {
+          const int pos0 = tile * kN;
+          const int box_rows = tile_in_page ? kN : p.page_size;  // a box's positions
+          if (tid < kN / box_rows) {
+            // The box's place: (dims, head g, position, sequence) in the contiguous cache, (dims,
+            // head g, row of the page, page) in the pool; an entry outside the pool, or a column
+            // outside the table (−1), lies outside the map: zeros, nothing read.
+            int slot = pos0 + tid * box_rows, unit = b;
+            if (p.paged) {
+              unit = table_entry(p, b, slot / p.page_size);
+              slot %= p.page_size;
+            }
+            const uint32_t bar = bars + 8 * stage;
+            // The loop-top __syncthreads ordered every thread's reads of this stage (ldmatrix)
+            // and writes to it (a cp.async tile's) before this point; the fence orders them, as
+            // this thread sees them, before its TMA writes (the async proxy).
+            bulk_fence_proxy();
+            // The whole tile's bytes, expected once. A box that lands before this arrival takes
+            // the barrier's transaction count below zero for a while (PTX allows down to
+            // −(2^20 − 1)); the phase cannot complete without this arrival all the same.
+            if (tid == 0) bulk_arrive(bar, static_cast<uint32_t>(2 * Traits::kTileBytes));
+            const uint32_t dst = tid * box_rows * 128;
+#pragma unroll
+            for (int c = 0; c < kD / 64; ++c) {
+              tma_load_4d(smem_u32(sK) + c * kN * 128 + dst, &maps.k, bar, c * 64, g, slot, unit);
+              tma_load_4d(smem_u32(sV) + c * kN * 128 + dst, &maps.v, bar, c * 64, g, slot, unit);
+            }
+          }
+          return;
+        }
+      }
+      // Every thread's cp.async (Traits::kPanelRows: into the TMA's panels, also where the TMA
+      // is compiled out, below sm_90); with the TMA, the stage's barrier phase by thread 0.
       load_tile_async<kD, kN, kStride, Traits::kThreads, Traits::kSwizzle, Traits::kTileTable,
                       Traits::kL2Bytes, Traits::kTileBase, Traits::kPanelRows>(p, b, g, tile,
                                                                                key_end, sK, sV);
+      if constexpr (kTma)
+        if (tid == 0) bulk_arrive(bars + 8 * stage, 0);
     }
   };
   // The rows of tile `tile` into L2 (Traits::kPrefetch), a thread per row of K or V.
@@ -862,7 +869,7 @@ template <class Traits, class Element>
 KvTensorMaps make_kv_tensor_maps(const DecodeParams& p) {
   KvTensorMaps maps{};
   constexpr int kN = Traits::kBlockN;
-  if (p.paged && p.page_size % kN != 0 && (p.page_size > kN || kN % p.page_size != 0)) return maps;
+  if (!Traits::tma_pages(p.paged, p.page_size)) return maps;
   const EncodeTiled encode = tensor_map_encoder();
   const cuuint64_t d = static_cast<cuuint64_t>(p.head_dim);
   const cuuint64_t rows = static_cast<cuuint64_t>(p.paged ? p.page_size : p.n_max);
