@@ -325,6 +325,12 @@
 //          4.5% against 15.7%, memory waits half of the samples as in torch_cudnn's kernel, and
 //          the same 2.148 GB read in 491.0 us against 487.6. The copies' instructions and
 //          stalls do not set the speed at this shape. Not kept.
+//          Since commit 5dbd0f7 a tile the TMA does not take goes through the general cp.async
+//          path (no copy of it in the TMA branch) and one rule, DecodeTraitsMma::tma_pages,
+//          says which pages the TMA takes, host and kernel alike. Re-measured there
+//          (h200-variants-12-5dbd0f7.md, h200-checks-12-5dbd0f7.txt): m3w4spt 168 registers
+//          as before, 0.995-1.000x m3w4spa at B >= 8 on the contiguous cache as before, pages
+//          of 16 0.97-0.99x; m2w4spt 164 registers (166 before), 1.00-1.01x; every check ok.
 //   m2w4spt  m3w4spt at 2 stages: 70 KiB, 3 blocks per SM (166 registers: 3 × 128 × 168 of
 //          65 536), 12 warps per SM, 96 KiB in flight per SM against 128. Predicted: B >= 8,
 //          16k/32k: 1.00-1.02x m3w4spt; B = 1 within 3% of m3w4spt (the rule's splits count 3
